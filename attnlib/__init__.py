@@ -1,0 +1,30 @@
+"""attnlib: scaled dot-product attention, built up chapter by chapter.
+
+``scaled_dot_product_attention`` is a drop-in for
+``torch.nn.functional.scaled_dot_product_attention`` with one contract and
+several paths behind it (``naive`` always; ``tiled`` and ``fused`` as the
+book builds them). ``import attnlib`` never needs Triton.
+"""
+try:
+    import torch  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "attnlib needs PyTorch, which it never installs itself (Colab has it; "
+        "elsewhere follow the README, which installs the CPU build)"
+    ) from exc
+
+from .attention import attention_weights, explain, scaled_dot_product_attention
+from .dispatch import BACKENDS, Dispatch, last_dispatch
+from .masks import causal_mask, padding_mask
+
+__all__ = [
+    "BACKENDS",
+    "Dispatch",
+    "attention_weights",
+    "causal_mask",
+    "explain",
+    "last_dispatch",
+    "padding_mask",
+    "scaled_dot_product_attention",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,70 @@
+"""Choosing a path, and telling the caller which one ran and why.
+
+Each backend is a module with ``NAME``, ``unsupported_reason(problem)``
+(None when it can take the call, else a sentence saying why not) and
+``forward(problem)``. ``backend="auto"`` tries them in ``AUTO_ORDER`` and
+takes the first that accepts; a named backend that cannot take the call
+raises with its reason instead of quietly running another path.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import naive
+from .problem import AttentionProblem
+
+BACKENDS = {naive.NAME: naive}
+AUTO_ORDER = (naive.NAME,)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Which backend ran (``backend``) and why each other one did not (``passed_over``)."""
+
+    requested: str
+    backend: str
+    passed_over: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        lines = [f"backend={self.requested!r} ran {self.backend!r}"]
+        lines += [f"  not {name!r}: {why}" for name, why in self.passed_over.items()]
+        return "\n".join(lines)
+
+
+_last: Dispatch | None = None
+
+
+def choose(problem: AttentionProblem, requested: str) -> Dispatch:
+    """Pick the backend for ``problem`` without running it."""
+    if not isinstance(requested, str) or (requested != "auto" and requested not in BACKENDS):
+        raise ValueError(
+            f"backend must be 'auto' or one of {tuple(BACKENDS)}, got {requested!r}"
+        )
+    if requested != "auto":
+        why_not = BACKENDS[requested].unsupported_reason(problem)
+        if why_not is not None:
+            raise ValueError(f"backend={requested!r} cannot run this call: {why_not}")
+        passed_over = {name: "not requested" for name in BACKENDS if name != requested}
+        return Dispatch(requested, requested, passed_over)
+    passed_over = {}
+    for name in AUTO_ORDER:
+        why_not = BACKENDS[name].unsupported_reason(problem)
+        if why_not is None:
+            later = {n: f"{name!r} came first in auto's order" for n in AUTO_ORDER if n != name and n not in passed_over}
+            return Dispatch(requested, name, {**passed_over, **later})
+        passed_over[name] = why_not
+    raise AssertionError("the naive backend accepts every checked call")
+
+
+def run(problem: AttentionProblem, requested: str):
+    """Run ``problem`` on the chosen backend and remember the choice."""
+    global _last
+    dispatch = choose(problem, requested)
+    output = BACKENDS[dispatch.backend].forward(problem)
+    _last = dispatch
+    return output
+
+
+def last_dispatch() -> Dispatch | None:
+    """The :class:`Dispatch` of the most recent ``scaled_dot_product_attention`` call."""
+    return _last

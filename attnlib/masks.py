@@ -1,0 +1,74 @@
+"""Masks: which keys each query may attend to.
+
+A bool mask says ``True`` where a query may attend; a float mask is added to
+the scores, and ``-inf`` in it also forbids a position. The causal pattern
+is given by an alignment: ``top_left`` lets query ``i`` see keys ``j <= i``
+(torch's convention); ``bottom_right`` lines the last query up with the last
+key, ``j <= i + (S - L)``, which is what decoding with a KV cache needs.
+"""
+from __future__ import annotations
+
+import torch
+
+from .problem import CAUSAL_ALIGNMENTS, AttentionProblem
+
+
+def causal_mask(
+    query_len: int,
+    key_len: int,
+    alignment: str = "top_left",
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Bool ``(L, S)`` mask, True where query ``i`` may see key ``j``."""
+    if alignment not in CAUSAL_ALIGNMENTS:
+        raise ValueError(f"alignment must be one of {CAUSAL_ALIGNMENTS}, got {alignment!r}")
+    for name, n in (("query_len", query_len), ("key_len", key_len)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {n!r}")
+    offset = key_len - query_len if alignment == "bottom_right" else 0
+    rows = torch.arange(query_len, device=device)[:, None]
+    cols = torch.arange(key_len, device=device)[None, :]
+    return cols <= rows + offset
+
+
+def padding_mask(lengths: torch.Tensor, key_len: int) -> torch.Tensor:
+    """Bool ``(B, 1, 1, S)`` mask from per-sequence key lengths ``(B,)``.
+
+    Key ``j`` of sequence ``b`` is visible iff ``j < lengths[b]``; the two
+    singleton axes broadcast over heads and queries.
+    """
+    if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.is_floating_point():
+        raise TypeError(f"lengths must be a 1-D integer tensor, got {lengths!r}")
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > key_len):
+        raise ValueError(
+            f"lengths must lie in [0, key_len={key_len}], got min {int(lengths.min())} "
+            f"and max {int(lengths.max())}"
+        )
+    cols = torch.arange(key_len, device=lengths.device)
+    return (cols[None, :] < lengths[:, None])[:, None, None, :]
+
+
+def allowed_positions(problem: AttentionProblem) -> torch.Tensor | None:
+    """Bool mask broadcastable to ``(..., Hq, L, S)``, or None when all is allowed.
+
+    Combines the causal pattern, a bool ``attn_mask`` and the ``-inf``
+    entries of a float ``attn_mask``.
+    """
+    if problem.is_causal:
+        return causal_mask(
+            problem.query_len, problem.key_len, problem.causal_alignment, problem.query.device
+        )
+    mask = problem.attn_mask
+    if mask is None:
+        return None
+    if mask.dtype == torch.bool:
+        return mask
+    return mask != float("-inf")
+
+
+def score_bias(problem: AttentionProblem) -> torch.Tensor | None:
+    """The float ``attn_mask`` in the compute dtype, or None."""
+    mask = problem.attn_mask
+    if mask is None or mask.dtype == torch.bool:
+        return None
+    return mask.to(problem.compute_dtype)

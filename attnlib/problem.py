@@ -1,0 +1,236 @@
+"""Argument checking for the public attention call.
+
+Every backend receives an :class:`AttentionProblem`: the caller's tensors,
+checked once against the contract in DESIGN.md, plus the sizes and the
+compute dtype that the paths need. Nothing here broadcasts, truncates or
+recasts a tensor; a call that does not meet the contract raises
+``TypeError`` or ``ValueError`` naming the argument, what was expected and
+what was received.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import torch
+
+CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@dataclass(frozen=True)
+class AttentionProblem:
+    """One checked attention call.
+
+    Shapes: ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
+    ``value (..., Hkv, S, Ev)``; ``attn_mask`` broadcastable to
+    ``(..., Hq, L, S)``. Inputs with ``ndim == 2`` have no head axis and are
+    treated as one head.
+    """
+
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    attn_mask: torch.Tensor | None
+    dropout_p: float
+    is_causal: bool
+    scale: float
+    enable_gqa: bool
+    causal_alignment: str
+
+    @property
+    def query_len(self) -> int:
+        return self.query.shape[-2]
+
+    @property
+    def key_len(self) -> int:
+        return self.key.shape[-2]
+
+    @property
+    def head_dim(self) -> int:
+        return self.query.shape[-1]
+
+    @property
+    def value_dim(self) -> int:
+        return self.value.shape[-1]
+
+    @property
+    def query_heads(self) -> int:
+        return self.query.shape[-3] if self.query.ndim >= 3 else 1
+
+    @property
+    def kv_heads(self) -> int:
+        return self.key.shape[-3] if self.key.ndim >= 3 else 1
+
+    @property
+    def group_size(self) -> int:
+        """Query heads that share one key/value head (1 without GQA)."""
+        return self.query_heads // self.kv_heads
+
+    @property
+    def causal_offset(self) -> int:
+        """Query ``i`` may see key ``j`` iff ``j <= i + causal_offset``."""
+        if self.causal_alignment == "bottom_right":
+            return self.key_len - self.query_len
+        return 0
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """fp16/bf16 are computed with fp32 accumulation; fp32/fp64 as they are."""
+        if self.query.dtype in (torch.float16, torch.bfloat16):
+            return torch.float32
+        return self.query.dtype
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (*self.query.shape[:-1], self.value_dim)
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a {x.dtype} tensor of shape {tuple(x.shape)} on {x.device}"
+    return f"{type(x).__name__} {x!r}"
+
+
+def _check_tensor(name: str, x) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {_describe(x)}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must have a floating dtype (float16, bfloat16, float32 or "
+            f"float64), got {x.dtype}"
+        )
+    if x.ndim < 2:
+        raise ValueError(
+            f"{name} must have at least 2 dimensions (..., length, width), "
+            f"got shape {tuple(x.shape)}"
+        )
+
+
+def _check_mask(attn_mask, query: torch.Tensor, key: torch.Tensor) -> None:
+    if not isinstance(attn_mask, torch.Tensor):
+        raise TypeError(f"attn_mask must be a torch.Tensor or None, got {_describe(attn_mask)}")
+    if attn_mask.dtype != torch.bool and attn_mask.dtype != query.dtype:
+        raise TypeError(
+            f"attn_mask must be bool (True = may attend) or have the query's dtype "
+            f"{query.dtype} (added to the scores), got {attn_mask.dtype}"
+        )
+    if attn_mask.device != query.device:
+        raise ValueError(
+            f"attn_mask must be on the query's device {query.device}, got {attn_mask.device}"
+        )
+    target = (*query.shape[:-1], key.shape[-2])
+    try:
+        broadcast = torch.broadcast_shapes(attn_mask.shape, target)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != target:
+        raise ValueError(
+            f"attn_mask must be broadcastable to (..., Hq, L, S) = {target}, "
+            f"got shape {tuple(attn_mask.shape)}"
+        )
+
+
+def _check_scale(scale, head_dim: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim) if head_dim > 0 else 1.0
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a real number or None, got {_describe(scale)}")
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale!r}")
+    return float(scale)
+
+
+def check_problem(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    causal_alignment="top_left",
+) -> AttentionProblem:
+    """Check one call against the contract and return it as a problem."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(name, x)
+    if not (query.ndim == key.ndim == value.ndim):
+        raise ValueError(
+            "query, key and value must have the same number of dimensions, got "
+            f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        )
+    if key.dtype != query.dtype or value.dtype != query.dtype:
+        raise TypeError(
+            "query, key and value must share one dtype, got "
+            f"query {query.dtype}, key {key.dtype}, value {value.dtype}"
+        )
+    if key.device != query.device or value.device != query.device:
+        raise ValueError(
+            "query, key and value must be on one device, got "
+            f"query {query.device}, key {key.device}, value {value.device}"
+        )
+    if key.shape[-1] != query.shape[-1]:
+        raise ValueError(
+            f"key width must equal query width E = {query.shape[-1]}, "
+            f"got key of shape {tuple(key.shape)}"
+        )
+    if value.shape[-2] != key.shape[-2]:
+        raise ValueError(
+            f"value length must equal key length S = {key.shape[-2]}, "
+            f"got value of shape {tuple(value.shape)}"
+        )
+    if value.shape[:-2] != key.shape[:-2]:
+        raise ValueError(
+            f"value must have the key's batch and head dimensions {tuple(key.shape[:-2])}, "
+            f"got value of shape {tuple(value.shape)}"
+        )
+    if query.shape[:-3] != key.shape[:-3]:
+        raise ValueError(
+            f"key must have the query's batch dimensions {tuple(query.shape[:-3])}, "
+            f"got key of shape {tuple(key.shape)} (batch dimensions are not broadcast)"
+        )
+    if not isinstance(enable_gqa, bool):
+        raise TypeError(f"enable_gqa must be a bool, got {_describe(enable_gqa)}")
+    if query.ndim >= 3:
+        hq, hkv = query.shape[-3], key.shape[-3]
+        if enable_gqa:
+            if hkv == 0 or hq % hkv != 0:
+                raise ValueError(
+                    f"with enable_gqa, query heads Hq = {hq} must be a multiple of "
+                    f"key/value heads Hkv = {hkv}"
+                )
+        elif hq != hkv:
+            raise ValueError(
+                f"query has Hq = {hq} heads but key/value have Hkv = {hkv}; "
+                "pass enable_gqa=True for grouped-query attention"
+            )
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be a bool, got {_describe(is_causal)}")
+    if causal_alignment not in CAUSAL_ALIGNMENTS:
+        raise ValueError(
+            f"causal_alignment must be one of {CAUSAL_ALIGNMENTS}, got {causal_alignment!r}"
+        )
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError(
+                "is_causal=True and attn_mask cannot be combined; fold the causal "
+                "pattern into attn_mask (attnlib.causal_mask) or drop attn_mask"
+            )
+        _check_mask(attn_mask, query, key)
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+        raise TypeError(f"dropout_p must be a real number, got {_describe(dropout_p)}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p!r}")
+    return AttentionProblem(
+        query=query,
+        key=key,
+        value=value,
+        attn_mask=attn_mask,
+        dropout_p=float(dropout_p),
+        is_causal=is_causal,
+        scale=_check_scale(scale, query.shape[-1]),
+        enable_gqa=enable_gqa,
+        causal_alignment=causal_alignment,
+    )

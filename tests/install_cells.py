@@ -1,0 +1,61 @@
+"""The install cell that opens every chapter, derived from ``_config.yml``.
+
+In Colab (or any kernel without attnlib) the cell installs attnlib from the
+book's repository; it never installs or upgrades torch, which attnlib does
+not list as a dependency. ``python tests/install_cells.py`` rewrites the
+cell in every chapter after the repository in ``_config.yml`` changes.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TAG = "remove-cell"
+
+
+def repository() -> tuple[str, str]:
+    """``(url, branch)`` from the ``repository:`` block of ``_config.yml``."""
+    text = (ROOT / "_config.yml").read_text()
+    block = re.search(r"^repository:\n((?:[ \t]+.*\n)+)", text, flags=re.M)
+    if block is None:
+        raise ValueError("_config.yml has no repository: block")
+    fields = dict(re.findall(r"^\s+(\w+):\s*(\S+)", block.group(1), flags=re.M))
+    return fields["url"], fields.get("branch", "main")
+
+
+def install_cell_source(url: str, branch: str) -> str:
+    return (
+        "# Installs attnlib from the book's repository when it is missing (Colab);\n"
+        "# torch is never installed or upgraded here.\n"
+        "import importlib.util, subprocess, sys\n"
+        "if importlib.util.find_spec(\"attnlib\") is None:\n"
+        "    subprocess.check_call([sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\",\n"
+        f"                           \"attnlib @ git+{url}@{branch}\"])"
+    )
+
+
+def chapter_paths() -> list[pathlib.Path]:
+    return sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+
+
+def first_code_cell(notebook: dict) -> dict:
+    return next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
+
+
+def rewrite_all() -> None:
+    source = install_cell_source(*repository())
+    for path in chapter_paths():
+        notebook = json.loads(path.read_text())
+        cell = first_code_cell(notebook)
+        cell["source"] = source.splitlines(keepends=True)
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if TAG not in tags:
+            tags.append(TAG)
+        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+        print(f"rewrote the install cell of {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    rewrite_all()
