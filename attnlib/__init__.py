@@ -15,14 +15,17 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .attention import attention_weights, explain, scaled_dot_product_attention
 from .dispatch import BACKENDS, Dispatch, last_dispatch
+from .heads import MultiHeadAttention, kv_cache_bytes
 from .masks import causal_mask, padding_mask
 
 __all__ = [
     "BACKENDS",
     "Dispatch",
+    "MultiHeadAttention",
     "attention_weights",
     "causal_mask",
     "explain",
+    "kv_cache_bytes",
     "last_dispatch",
     "padding_mask",
     "scaled_dot_product_attention",
