@@ -61,6 +61,8 @@ def allowed_positions(problem: AttentionProblem) -> torch.Tensor | None:
     mask = problem.attn_mask
     if mask is None:
         return None
+    if mask.ndim == 1:  # a mask over keys alone: give it its query axis
+        mask = mask.unsqueeze(0)
     if mask.dtype == torch.bool:
         return mask
     return mask != float("-inf")
