@@ -16,12 +16,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .attention import attention_weights, explain, scaled_dot_product_attention
 from .dispatch import BACKENDS, Dispatch, last_dispatch
 from .heads import MultiHeadAttention, kv_cache_bytes
-from .masks import causal_mask, padding_mask
+from .masks import additive_mask, causal_mask, padding_mask
 
 __all__ = [
     "BACKENDS",
     "Dispatch",
     "MultiHeadAttention",
+    "additive_mask",
     "attention_weights",
     "causal_mask",
     "explain",

@@ -48,6 +48,25 @@ def padding_mask(lengths: torch.Tensor, key_len: int) -> torch.Tensor:
     return (cols[None, :] < lengths[:, None])[:, None, None, :]
 
 
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Float mask ``0`` where ``allowed`` is True and ``-inf`` where it is False.
+
+    The additive form of a bool mask, for code that adds masks to scores.
+    It uses ``-inf`` rather than a large finite negative number: ``-1e9``
+    rounds to ``-inf`` in float16 anyway, ``finfo(dtype).min`` added twice
+    overflows to ``-inf`` while added once it leaves a fully masked row
+    attending uniformly to what it should not see, and ``-inf + -inf`` is
+    still ``-inf``, so such masks combine by addition.
+    """
+    if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
+        got = f"a {allowed.dtype} tensor" if isinstance(allowed, torch.Tensor) else type(allowed).__name__
+        raise TypeError(f"allowed must be a bool torch.Tensor (True = may attend), got {got}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    zero = torch.zeros((), dtype=dtype, device=allowed.device)
+    return torch.where(allowed, zero, torch.full((), float("-inf"), dtype=dtype, device=allowed.device))
+
+
 def allowed_positions(problem: AttentionProblem) -> torch.Tensor | None:
     """Bool mask broadcastable to ``(..., Hq, L, S)``, or None when all is allowed.
 
