@@ -3,18 +3,20 @@
 Each backend is a module with ``NAME``, ``unsupported_reason(problem)``
 (None when it can take the call, else a sentence saying why not) and
 ``forward(problem)``. ``backend="auto"`` tries them in ``AUTO_ORDER`` and
-takes the first that accepts; a named backend that cannot take the call
+takes the first that accepts; a backend may also define
+``auto_declines(problem)``, a reason consulted by auto only (e.g. tiled
+leaves small problems to naive). A named backend that cannot take the call
 raises with its reason instead of quietly running another path.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import naive
+from . import naive, tiled
 from .problem import AttentionProblem
 
-BACKENDS = {naive.NAME: naive}
-AUTO_ORDER = (naive.NAME,)
+BACKENDS = {naive.NAME: naive, tiled.NAME: tiled}
+AUTO_ORDER = (tiled.NAME, naive.NAME)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ def choose(problem: AttentionProblem, requested: str) -> Dispatch:
     passed_over = {}
     for name in AUTO_ORDER:
         why_not = BACKENDS[name].unsupported_reason(problem)
+        if why_not is None and hasattr(BACKENDS[name], "auto_declines"):
+            why_not = BACKENDS[name].auto_declines(problem)
         if why_not is None:
             later = {n: f"{name!r} came first in auto's order" for n in AUTO_ORDER if n != name and n not in passed_over}
             return Dispatch(requested, name, {**passed_over, **later})

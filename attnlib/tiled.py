@@ -1,0 +1,324 @@
+"""The tiled path: attention by online softmax over blocks, in plain torch.
+
+This is the FlashAttention algorithm written out with torch operations, one
+query block times one key block at a time. It never holds the ``L x S``
+score matrix: the largest intermediate is one tile of scores,
+``(batch*Hkv, G*block_q, block_k)``, and besides the output it keeps three
+numbers' worth of state per query row. Chapter 8 ({ref}`ch:online-softmax`)
+derives every step; the comments below name its equations:
+
+    (eq-online-max)   m_new = max(m, rowmax(S_tile))
+    (eq-online-sum)   l_new = l * exp(m - m_new) + rowsum(exp(S_tile - m_new))
+    (eq-online-acc)   acc_new = acc * exp(m - m_new) + exp(S_tile - m_new) V_tile
+    (eq-normalise)    O = acc / l
+    (eq-lse)          lse = m + log(l)   (-inf for a row with no allowed key)
+
+The backward pass (:class:`TiledAttentionFunction`) recomputes each tile of
+weights from the saved log-sum-exp, ``P = exp(S - lse)``, so training does
+not store ``L x S`` either. The fused Triton kernel follows these steps one
+by one.
+
+Grouped-query attention never copies keys or values per query head: the
+``G = Hq / Hkv`` query heads that share a key/value head are stacked as
+extra rows of one matrix, ``(Hkv, G*block_q, E)``, which multiplies that
+head's key block once.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from .problem import AttentionProblem, check_problem
+
+NAME = "tiled"
+#: Query rows per tile (per query head). With ``DEFAULT_BLOCK_K`` this was
+#: the fastest pair on a 2-core CPU in ``benchmarks/tiled_block_sizes.py``;
+#: a tile of 8 heads is then 4 MiB of fp32 scores.
+DEFAULT_BLOCK_Q = 256
+#: Keys per tile.
+DEFAULT_BLOCK_K = 512
+#: ``backend="auto"`` leaves problems with fewer scores per head than this
+#: (a 1024 x 1024 score matrix) to the naive path, whose one step is then cheap.
+AUTO_MIN_SCORES_PER_HEAD = 1024 * 1024
+
+
+def unsupported_reason(problem: AttentionProblem) -> str | None:
+    """Why the tiled path cannot take ``problem`` (None when it can)."""
+    if problem.dropout_p > 0.0:
+        return (
+            f"tiled does not implement dropout (dropout_p={problem.dropout_p}); "
+            "the naive path does"
+        )
+    mask = problem.attn_mask
+    if mask is not None and mask.dtype != torch.bool and mask.requires_grad:
+        return "tiled computes no gradient for a float attn_mask that requires grad; naive does"
+    return None
+
+
+def auto_declines(problem: AttentionProblem) -> str | None:
+    """Why ``backend="auto"`` should not pick tiled although it could (None: pick it)."""
+    scores = problem.query_len * problem.key_len
+    if scores < AUTO_MIN_SCORES_PER_HEAD:
+        return (
+            f"L x S = {scores} scores per head is below {AUTO_MIN_SCORES_PER_HEAD}; "
+            "auto leaves small problems to naive"
+        )
+    return None
+
+
+def _check_block(name: str, block) -> int:
+    if isinstance(block, bool) or not isinstance(block, numbers.Integral):
+        raise TypeError(f"{name} must be a positive int, got {type(block).__name__} {block!r}")
+    if block < 1:
+        raise ValueError(f"{name} must be a positive int, got {block!r}")
+    return int(block)
+
+
+class _Tiles:
+    """The problem laid out for tiling: rows grouped by key/value head.
+
+    ``query`` is ``(N, G, L, E)`` with ``N = batch * Hkv``; ``key`` and
+    ``value`` are ``(N, S, E)`` and ``(N, S, Ev)``, views of the caller's
+    tensors (no per-query-head copy). ``tile_*`` methods hand out one block,
+    cast to the compute dtype, with masked positions already applied.
+    """
+
+    def __init__(self, problem: AttentionProblem, query, key, value):
+        if query.ndim == 2:  # no head axis: one head
+            query, key, value = query[None], key[None], value[None]
+        self.problem = problem
+        self.dtype = problem.compute_dtype
+        self.scale = problem.scale
+        self.group = problem.group_size
+        self.batch_shape = query.shape[:-3]
+        self.query_heads, kv_heads = query.shape[-3], key.shape[-3]
+        self.rows = math.prod(self.batch_shape) * kv_heads  # N
+        self.query = query.reshape(self.rows, self.group, *query.shape[-2:])
+        self.key = key.reshape(self.rows, *key.shape[-2:])
+        self.value = value.reshape(self.rows, *value.shape[-2:])
+        self.query_len, self.key_len = query.shape[-2], key.shape[-2]
+        self.causal = problem.is_causal
+        self.offset = problem.causal_offset
+        mask = problem.attn_mask
+        self.mask = None  # (*batch, Hkv, G, L, S), a broadcast view
+        self.key_seen = None  # (N, S, 1) bool: may some query of the group see key j?
+        if mask is not None:
+            full = (*query.shape[:-1], self.key_len)
+            self.mask = mask.expand(full).unflatten(-3, (kv_heads, self.group))
+            allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
+            seen = allowed.any(dim=-2, keepdim=True).expand(*full[:-2], 1, self.key_len)
+            seen = seen.unflatten(-3, (kv_heads, self.group)).any(dim=-3)
+            self.key_seen = seen.reshape(self.rows, self.key_len, 1)
+        elif self.causal and self.query_len - 1 + self.offset < self.key_len - 1:
+            last_seen = self.query_len - 1 + self.offset
+            self.key_seen = (torch.arange(self.key_len, device=key.device) <= last_seen)[:, None]
+
+    def query_block(self, i0: int, i1: int) -> torch.Tensor:
+        """``scale * Q`` rows ``i0:i1`` of every head of a group, stacked: ``(N, G*bq, E)``."""
+        block = self.query[:, :, i0:i1].to(self.dtype) * self.scale
+        return block.reshape(self.rows, -1, block.shape[-1])
+
+    def key_value_block(self, j0: int, j1: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values ``j0:j1``; rows no query may see are zeroed so NaN padding stays out."""
+        key = self.key[:, j0:j1].to(self.dtype)
+        value = self.value[:, j0:j1].to(self.dtype)
+        if self.key_seen is not None:
+            seen = self.key_seen[..., j0:j1, :]
+            zero = torch.zeros((), dtype=self.dtype, device=key.device)
+            key, value = torch.where(seen, key, zero), torch.where(seen, value, zero)
+        return key, value
+
+    def key_blocks(self, i0: int, i1: int, block_k: int):
+        """Start and end of each key block that query rows ``i0:i1`` may see.
+
+        With a causal mask, blocks entirely right of the diagonal are skipped:
+        their weights are all 0, so they would change nothing.
+        """
+        stop = self.key_len
+        if self.causal:
+            stop = min(stop, max(0, i1 - 1 + self.offset + 1))
+        for j0 in range(0, stop, block_k):
+            yield j0, min(j0 + block_k, stop)
+
+    def mask_scores(self, scores: torch.Tensor, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+        """Add the float mask and set forbidden scores to ``-inf``, in place; ``scores (N, G*bq, bk)``."""
+        if self.mask is not None:
+            tile = self.mask[..., i0:i1, j0:j1].reshape(scores.shape)
+            if tile.dtype == torch.bool:
+                scores.masked_fill_(~tile, float("-inf"))
+            else:
+                scores.add_(tile.to(self.dtype))
+                scores.masked_fill_(tile == float("-inf"), float("-inf"))
+        elif self.causal and j1 - 1 > i0 + self.offset:  # the tile crosses the diagonal
+            position = torch.arange(i0, i1, device=scores.device).repeat(self.group)
+            columns = torch.arange(j0, j1, device=scores.device)
+            scores.masked_fill_(columns[None, :] > position[:, None] + self.offset, float("-inf"))
+        return scores
+
+    def unstack(self, x: torch.Tensor, width: int | None) -> torch.Tensor:
+        """``(N, G, L[, width])`` back to the caller's ``(..., Hq, L[, width])``."""
+        tail = (self.query_len,) if width is None else (self.query_len, width)
+        x = x.reshape(*self.batch_shape, self.query_heads, *tail)
+        return x[0] if self.problem.query.ndim == 2 else x
+
+
+def _zero_where_nothing_seen(m: torch.Tensor) -> torch.Tensor:
+    """The running maximum, with ``-inf`` (no allowed key yet) replaced by 0.
+
+    Subtracting it then gives ``exp(-inf - 0) = 0`` for the row's masked
+    scores instead of ``exp(-inf + inf) = NaN``.
+    """
+    return torch.where(m == float("-inf"), torch.zeros((), dtype=m.dtype, device=m.device), m)
+
+
+def _forward(tiles: _Tiles, block_q: int, block_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outputs ``(N, G, L, Ev)`` and log-sum-exp ``(N, G, L)``, both in the compute dtype."""
+    n, group, length = tiles.rows, tiles.group, tiles.query_len
+    value_dim = tiles.value.shape[-1]
+    device = tiles.key.device
+    output = torch.empty(n, group, length, value_dim, dtype=tiles.dtype, device=device)
+    lse = torch.empty(n, group, length, dtype=tiles.dtype, device=device)
+    for i0 in range(0, length, block_q):
+        i1 = min(i0 + block_q, length)
+        query = tiles.query_block(i0, i1)  # (N, G*bq, E), already times scale
+        rows = query.shape[1]
+        # State per query row before any key: m = -inf, l = 0, acc = 0.
+        m = torch.full((n, rows, 1), float("-inf"), dtype=tiles.dtype, device=device)
+        l = torch.zeros((n, rows, 1), dtype=tiles.dtype, device=device)
+        acc = torch.zeros((n, rows, value_dim), dtype=tiles.dtype, device=device)
+        for j0, j1 in tiles.key_blocks(i0, i1, block_k):
+            key, value = tiles.key_value_block(j0, j1)
+            scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)  # (N, G*bq, bk)
+            m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (eq-online-max)
+            shift = _zero_where_nothing_seen(m_new)
+            correction = torch.exp(m - shift)  # how much the old state shrinks
+            weights = scores.sub_(shift).exp_()  # unnormalised, in place of the scores
+            l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq-online-sum)
+            acc = acc.mul_(correction).add_(weights @ value)  # (eq-online-acc)
+            m = m_new
+        # (eq-normalise): a row that saw no allowed key has l = 0 and acc = 0; it stays 0.
+        block_output = acc / torch.where(l > 0, l, torch.ones_like(l))
+        output[:, :, i0:i1] = block_output.view(n, group, i1 - i0, value_dim)
+        lse[:, :, i0:i1] = (m + torch.log(l)).view(n, group, i1 - i0)  # (eq-lse)
+    return output, lse
+
+
+def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, block_k: int):
+    """Gradients ``dQ (N, G, L, E)``, ``dK (N, S, E)``, ``dV (N, S, Ev)`` from the saved ``lse``.
+
+    For each tile: ``P = exp(S - lse)`` (the forward's normalised weights,
+    recomputed), ``dV += P^T dO``, ``dP = dO V^T``,
+    ``dS = P * (dP - D)`` with ``D = rowsum(dO * O) - dlse``,
+    ``dQ += scale * dS K`` and ``dK += dS^T (scale * Q)``. The rows of a
+    group sum into their shared ``dK`` and ``dV`` through the matrix products.
+    """
+    n, group = tiles.rows, tiles.group
+    dtype, device = tiles.dtype, tiles.key.device
+    grad_query = torch.zeros(tiles.query.shape, dtype=dtype, device=device)
+    grad_key = torch.zeros(tiles.key.shape, dtype=dtype, device=device)
+    grad_value = torch.zeros(tiles.value.shape, dtype=dtype, device=device)
+    # A row with no allowed key has lse = -inf; +inf makes every weight exp(S - inf) = 0.
+    lse = torch.where(lse == float("-inf"), float("inf"), lse)
+    row_term = (grad_output.to(dtype) * output).sum(dim=-1) - grad_lse.to(dtype)  # D, (N, G, L)
+    for i0 in range(0, tiles.query_len, block_q):
+        i1 = min(i0 + block_q, tiles.query_len)
+        query = tiles.query_block(i0, i1)
+        rows = query.shape[1]
+        grad_out = grad_output[:, :, i0:i1].to(dtype).reshape(n, rows, -1)
+        block_lse = lse[:, :, i0:i1].reshape(n, rows, 1)
+        block_row_term = row_term[:, :, i0:i1].reshape(n, rows, 1)
+        grad_query_block = torch.zeros_like(query)
+        for j0, j1 in tiles.key_blocks(i0, i1, block_k):
+            key, value = tiles.key_value_block(j0, j1)
+            scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)
+            weights = scores.sub_(block_lse).exp_()  # P, exactly the forward's weights
+            grad_value[:, j0:j1] += weights.mT @ grad_out
+            grad_scores = weights * (grad_out @ value.mT - block_row_term)
+            grad_query_block += grad_scores @ key
+            grad_key[:, j0:j1] += grad_scores.mT @ query
+        grad_query[:, :, i0:i1] = grad_query_block.view(n, group, i1 - i0, -1) * tiles.scale
+    return grad_query, grad_key, grad_value
+
+
+class TiledAttentionFunction(torch.autograd.Function):
+    """Tiled attention as one autograd node that saves only ``O`` and ``lse``.
+
+    ``apply(query, key, value, problem, block_q, block_k)`` returns the
+    output ``(..., Hq, L, Ev)`` in the input dtype and the log-sum-exp
+    ``(..., Hq, L)`` in the compute dtype; both are differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx, query, key, value, problem, block_q, block_k):
+        tiles = _Tiles(problem, query, key, value)
+        output, lse = _forward(tiles, block_q, block_k)
+        ctx.save_for_backward(query, key, value, output, lse)
+        ctx.problem, ctx.blocks = problem, (block_q, block_k)
+        result = tiles.unstack(output, output.shape[-1]).to(query.dtype)
+        return result, tiles.unstack(lse, None)
+
+    @staticmethod
+    def backward(ctx, grad_result, grad_lse):
+        query, key, value, output, lse = ctx.saved_tensors
+        tiles = _Tiles(ctx.problem, query, key, value)
+        grad_output = grad_result.reshape(output.shape)
+        grad_lse = grad_lse.reshape(lse.shape)
+        grad_query, grad_key, grad_value = _backward(
+            tiles, output, lse, grad_output, grad_lse, *ctx.blocks
+        )
+        return (
+            grad_query.reshape(query.shape).to(query.dtype),
+            grad_key.reshape(key.shape).to(key.dtype),
+            grad_value.reshape(value.shape).to(value.dtype),
+            None,
+            None,
+            None,
+        )
+
+
+def attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    causal_alignment: str = "top_left",
+    block_q: int = DEFAULT_BLOCK_Q,
+    block_k: int = DEFAULT_BLOCK_K,
+    return_lse: bool = False,
+):
+    """Tiled ``softmax(scale * Q K^T + mask) V`` with chosen block sizes.
+
+    Same arguments and contract as :func:`attnlib.scaled_dot_product_attention`
+    (no dropout). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
+    ``value (..., Hkv, S, Ev)`` -> output ``(..., Hq, L, Ev)``. With
+    ``return_lse=True`` also returns ``lse (..., Hq, L)``,
+    ``lse_i = log sum_j exp(s_ij)`` over allowed keys, in the compute dtype
+    (float32 for fp16/bf16), ``-inf`` for a row with no allowed key.
+    """
+    block_q, block_k = _check_block("block_q", block_q), _check_block("block_k", block_k)
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
+    problem = check_problem(
+        query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment
+    )
+    why_not = unsupported_reason(problem)
+    if why_not is not None:
+        raise ValueError(f"attn_mask: {why_not}")
+    output, lse = TiledAttentionFunction.apply(query, key, value, problem, block_q, block_k)
+    return (output, lse) if return_lse else output
+
+
+def forward(problem: AttentionProblem) -> torch.Tensor:
+    """The dispatcher's entry: the tiled output with the default block sizes."""
+    output, _ = TiledAttentionFunction.apply(
+        problem.query, problem.key, problem.value, problem, DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K
+    )
+    return output
+
+
