@@ -6,7 +6,7 @@ PYTHON ?= python3
 PIP     = $(VENV)/bin/pip --disable-pip-version-check --quiet
 STAMP   = $(VENV)/.installed
 
-.PHONY: book test install-cells clean
+.PHONY: book test install-cells student-edition clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test: $(STAMP)
 # After changing repository: in _config.yml, rewrite every chapter's install cell.
 install-cells: $(STAMP)
 	$(VENV)/bin/python tests/install_cells.py
+
+# The chapters without solutions, with a check cell after each checked exercise.
+student-edition: $(STAMP)
+	$(VENV)/bin/python -m attnlib.exercises student-edition _build/student
 
 clean:
 	rm -rf _build $(VENV)

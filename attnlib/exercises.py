@@ -1,0 +1,202 @@
+"""Checkers for the chapters' exercises, and the student edition of the book.
+
+A student computes an answer in a notebook (in Colab or locally) and runs
+
+    attnlib.exercises.check("ex-01-row-two", answer)
+
+which says whether the answer is right and, when it is not, what is off.
+Each checker is registered under the label of its exercise in the chapter,
+with a ``prompt`` that says what ``answer`` must be.
+
+``python -m attnlib.exercises student-edition OUT`` writes the chapters
+without their solutions, with a check cell after each exercise that has a
+checker.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from .attention import attention_weights, scaled_dot_product_attention
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """The verdict on one answer."""
+
+    exercise: str
+    passed: bool
+    message: str
+
+    def __str__(self) -> str:
+        mark = "correct" if self.passed else "not yet"
+        return f"{self.exercise}: {mark}. {self.message}"
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+@dataclass(frozen=True)
+class Checker:
+    label: str
+    prompt: str
+    grade: Callable[[Any], tuple[bool, str]]
+
+
+CHECKERS: dict[str, Checker] = {}
+
+
+def checker(label: str, prompt: str):
+    """Register ``grade(answer) -> (passed, message)`` for exercise ``label``."""
+
+    def register(grade):
+        CHECKERS[label] = Checker(label, prompt, grade)
+        return grade
+
+    return register
+
+
+def check(exercise: str, answer: Any) -> Feedback:
+    """Grade ``answer`` to ``exercise`` (a label such as ``"ex-01-row-two"``) and print the verdict."""
+    if exercise not in CHECKERS:
+        raise ValueError(f"exercise must be one of {sorted(CHECKERS)}, got {exercise!r}")
+    try:
+        passed, message = CHECKERS[exercise].grade(answer)
+    except (TypeError, ValueError) as exc:
+        passed, message = False, f"{exc}. Expected: {CHECKERS[exercise].prompt}"
+    feedback = Feedback(exercise, passed, message)
+    print(feedback)
+    return feedback
+
+
+def _as_array(x, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    array = np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=float)
+    if array.shape != shape:
+        raise ValueError(f"{name} should have shape {shape}, got {array.shape}")
+    return array
+
+
+def _compare(name: str, got: np.ndarray, expected: np.ndarray, tolerance: float) -> tuple[bool, str]:
+    error = np.abs(got - expected)
+    if np.all(error <= tolerance):
+        return True, f"{name} matches to within {tolerance:g}."
+    worst = np.unravel_index(np.argmax(error), error.shape)
+    return False, (
+        f"{name} is off by {error[worst]:.3g} at index {tuple(int(i) for i in worst)} "
+        f"(you have {got[worst]:.4f}); recheck that entry."
+    )
+
+
+# The worked example of Chapter 1; query rows 2 and 3 are the chapter's own choice.
+_EXAMPLE_Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
+_EXAMPLE_K = torch.tensor([[1.0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.float64)
+_EXAMPLE_V = torch.tensor([[1.0, 0], [0, 1], [1, 1]], dtype=torch.float64)
+
+
+@checker("ex-01-row-two", "a pair (weights, output): query 2's three weights and its 2-vector output")
+def _row_two(answer):
+    weights, output = answer
+    expected_weights = attention_weights(_EXAMPLE_Q, _EXAMPLE_K)[1].numpy()
+    expected_output = scaled_dot_product_attention(_EXAMPLE_Q, _EXAMPLE_K, _EXAMPLE_V)[1].numpy()
+    ok_w, msg_w = _compare("weights", _as_array(weights, "weights", (3,)), expected_weights, 5e-3)
+    if not ok_w:
+        return False, msg_w + " The scaled scores of query 2 are 0.5, 0.5, 0."
+    ok_o, msg_o = _compare("output", _as_array(output, "output", (2,)), expected_output, 5e-3)
+    return ok_o, msg_w + " " + msg_o
+
+
+@checker("ex-01-shift-scale", "a pair (small, large): row 1's weights for factors c -> 0 and c -> infinity")
+def _shift_scale(answer):
+    small, large = (_as_array(x, name, (3,)) for x, name in zip(answer, ("small", "large")))
+    ok_s, msg_s = _compare("the c -> 0 limit", small, np.full(3, 1 / 3), 1e-3)
+    if not ok_s:
+        return False, msg_s + " Hint: with all scores near 0 every key looks alike."
+    ok_l, msg_l = _compare("the c -> infinity limit", large, np.array([0.0, 0.0, 1.0]), 1e-3)
+    return ok_l, msg_s + " " + msg_l + ("" if ok_l else " Hint: which score is largest?")
+
+
+@checker("ex-01-causal-numpy", "the 3 x 3 causal weight matrix of the worked example")
+def _causal_numpy(answer):
+    expected = attention_weights(_EXAMPLE_Q, _EXAMPLE_K, is_causal=True).numpy()
+    passed, message = _compare("the causal weights", _as_array(answer, "answer", (3, 3)), expected, 1e-6)
+    if not passed and np.any(np.triu(_as_array(answer, "answer", (3, 3)), k=1) != 0):
+        message += " Weights above the diagonal must be exactly 0: query i sees only keys j <= i."
+    return passed, message
+
+
+@checker("ex-01-value-width", "a pair (weights_shape, output_shape) for values of width 5")
+def _value_width(answer):
+    weights_shape, output_shape = (tuple(int(n) for n in shape) for shape in answer)
+    if weights_shape != (3, 3):
+        return False, f"the weights have shape {weights_shape}; they are one row per query, one column per key."
+    if output_shape != (3, 5):
+        return False, f"the output has shape {output_shape}; it has one row per query and the values' width."
+    return True, "Only step 4 sees the values, so only the output has their width."
+
+
+# --- the student edition -----------------------------------------------------
+
+_SOLUTION = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}.*?^(?P=fence)[ \t]*$\n?", re.M | re.S)
+_EXERCISE_LABEL = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}.*?\n:label:\s*(\S+)", re.M | re.S)
+
+
+def strip_solutions(markdown: str) -> str:
+    """Remove every ``{solution}`` directive from a markdown cell's source."""
+    return _SOLUTION.sub("", markdown).rstrip() + "\n"
+
+
+def _check_cell(label: str) -> dict:
+    source = (
+        f"# {label}: {CHECKERS[label].prompt}\n"
+        "answer = ...\n"
+        f"attnlib.exercises.check({label!r}, answer)"
+    )
+    return {"cell_type": "code", "id": f"check-{label}", "execution_count": None, "metadata": {"tags": ["student"]},
+            "outputs": [], "source": source.splitlines(keepends=True)}
+
+
+def student_notebook(notebook: dict) -> dict:
+    """A copy of ``notebook`` without solutions, and with a check cell after each checked exercise."""
+    cells = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "markdown":
+            cells.append(cell)
+            continue
+        source = "".join(cell["source"])
+        cells.append({**cell, "source": strip_solutions(source).splitlines(keepends=True)})
+        cells += [_check_cell(label) for label in _EXERCISE_LABEL.findall(source) if label in CHECKERS]
+    return {**notebook, "cells": cells}
+
+
+def write_student_edition(chapters: pathlib.Path, out: pathlib.Path) -> list[pathlib.Path]:
+    """Write the student edition of every ``chapters/NN_*.ipynb`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(chapters.glob("[0-9][0-9]_*.ipynb")):
+        target = out / path.name
+        notebook = student_notebook(json.loads(path.read_text()))
+        target.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m attnlib.exercises")
+    sub = parser.add_subparsers(dest="command", required=True)
+    edition = sub.add_parser("student-edition", help="write the chapters without solutions")
+    edition.add_argument("out", type=pathlib.Path)
+    edition.add_argument("--chapters", type=pathlib.Path, default=pathlib.Path("chapters"))
+    args = parser.parse_args(argv)
+    for path in write_student_edition(args.chapters, args.out):
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

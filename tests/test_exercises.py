@@ -1,0 +1,91 @@
+"""The exercise checkers accept right answers, reject wrong ones helpfully, and the student edition has no solutions."""
+import json
+import pathlib
+import re
+
+import nbformat
+import numpy as np
+import pytest
+
+from attnlib import exercises
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+
+Q = np.array([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]])
+K = np.array([[1.0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]])
+V = np.array([[1.0, 0], [0, 1], [1, 1]])
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def exercise_labels() -> set[str]:
+    text = "".join(json.dumps(json.loads(p.read_text())["cells"]) for p in CHAPTERS)
+    return set(re.findall(r":label: (ex-[\w-]+)", text))
+
+
+def test_every_checker_belongs_to_an_exercise_in_a_chapter():
+    assert set(exercises.CHECKERS) <= exercise_labels()
+
+
+def test_row_two_accepts_the_hand_computation_and_rejects_row_one():
+    weights = softmax(Q[1] @ K.T / 2)
+    assert exercises.check("ex-01-row-two", (weights, weights @ V))
+    wrong = exercises.check("ex-01-row-two", (softmax(Q[0] @ K.T / 2), softmax(Q[0] @ K.T / 2) @ V))
+    assert not wrong and "weights is off" in wrong.message
+
+
+def test_row_two_explains_a_wrong_shape():
+    feedback = exercises.check("ex-01-row-two", (np.zeros(4), np.zeros(2)))
+    assert not feedback and "shape (3,)" in feedback.message
+
+
+def test_shift_scale_limits():
+    row = Q[0] @ K.T
+    assert exercises.check("ex-01-shift-scale", (softmax(1e-9 * row), softmax(1e3 * row)))
+    assert not exercises.check("ex-01-shift-scale", (softmax(row), softmax(1e3 * row)))
+
+
+def test_causal_numpy():
+    scores = np.where(np.tril(np.ones((3, 3), dtype=bool)), Q @ K.T / 2, -np.inf)
+    assert exercises.check("ex-01-causal-numpy", softmax(scores))
+    feedback = exercises.check("ex-01-causal-numpy", softmax(Q @ K.T / 2))
+    assert not feedback and "above the diagonal" in feedback.message
+
+
+def test_value_width_shapes():
+    assert exercises.check("ex-01-value-width", ((3, 3), (3, 5)))
+    assert not exercises.check("ex-01-value-width", ((3, 3), (3, 2)))
+
+
+def test_unknown_exercise():
+    with pytest.raises(ValueError, match=r"exercise must be one of .* got 'ex-99'"):
+        exercises.check("ex-99", None)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_student_edition_drops_solutions_and_keeps_exercises(path):
+    original = json.loads(path.read_text())
+    student = exercises.student_notebook(original)
+    nbformat.validate(nbformat.from_dict(student))
+    text = "".join("".join(c["source"]) for c in student["cells"] if c["cell_type"] == "markdown")
+    original_text = "".join("".join(c["source"]) for c in original["cells"] if c["cell_type"] == "markdown")
+    assert "{solution}" not in text
+    assert text.count("{exercise}") == original_text.count("{exercise}")
+    checked = [label for label in re.findall(r":label: (ex-[\w-]+)", original_text) if label in exercises.CHECKERS]
+    check_cells = ["".join(c["source"]) for c in student["cells"] if "student" in c["metadata"].get("tags", [])]
+    assert len(check_cells) == len(checked)
+    assert all(f"check({label!r}" in cell for label, cell in zip(checked, check_cells))
+
+
+def test_strip_solutions_keeps_what_follows():
+    markdown = "before\n\n````{solution} ex-a\n:class: dropdown\n\n```python\nx = 1\n```\n````\n\nafter\n"
+    assert exercises.strip_solutions(markdown) == "before\n\n\nafter\n"
+
+
+def test_student_edition_command_writes_every_chapter(tmp_path):
+    exercises.main(["student-edition", str(tmp_path / "student"), "--chapters", str(ROOT / "chapters")])
+    assert sorted(p.name for p in (tmp_path / "student").iterdir()) == [p.name for p in CHAPTERS]

@@ -1,0 +1,42 @@
+"""Every solution's code runs after its chapter, and every check it makes passes.
+
+A student who copies a solution into the chapter's notebook must get no
+error, and ``attnlib.exercises.check`` must call the solution correct.
+"""
+import json
+import pathlib
+import re
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+SOLUTION = re.compile(r"^(`{3,}|:{3,})\{solution\}\s*(\S+).*?^\1[ \t]*$", re.M | re.S)
+PYTHON_BLOCK = re.compile(r"^```(?:python|ipython3?)\n(.*?)^```", re.M | re.S)
+
+
+def solution_blocks(notebook: dict) -> list[tuple[str, str]]:
+    blocks = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for match in SOLUTION.finditer("".join(cell["source"])):
+            blocks += [(match.group(2), code) for code in PYTHON_BLOCK.findall(match.group(0))]
+    return blocks
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_solutions_run_and_pass_their_checks(path):
+    notebook = nbformat.reads(path.read_text(), as_version=4)
+    blocks = solution_blocks(json.loads(path.read_text()))
+    if not blocks:
+        pytest.skip(f"{path.name} has no code in its solutions")
+    first_solution = len(notebook.cells)
+    notebook.cells += [nbformat.v4.new_code_cell(code) for _, code in blocks]
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+    for (label, _), cell in zip(blocks, notebook.cells[first_solution:]):
+        text = "".join(out.get("text", "") for out in cell.outputs if out.get("output_type") == "stream")
+        assert "not yet" not in text, f"{label}: {text}"
