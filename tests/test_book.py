@@ -1,6 +1,8 @@
 """The book builds with warnings as errors, and the HTML has what a reader needs."""
+import importlib.util
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -57,3 +59,48 @@ def test_chapters_have_numbered_equations_launch_buttons_and_hidden_install_cell
 def test_bibliography_is_rendered(html):
     page = (html / "bibliography.html").read_text()
     assert "attention is all you need" in page.lower()
+
+
+MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def render_in_browser(page: pathlib.Path) -> str:
+    """The page's DOM after headless Chromium has run its scripts (MathJax included)."""
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         f"--user-data-dir={page.parent / '.chromium-profile'}", "--virtual-time-budget=20000",
+         "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+@pytest.mark.book
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+def test_math_renders_without_errors_in_a_browser(html):
+    """Every formula of every chapter typesets in MathJax 3 (served from a local copy: no network here)."""
+    local_mathjax = html / "_static" / "mathjax-local"
+    shutil.copytree(pathlib.Path(importlib.util.find_spec("mathjax").submodule_search_locations[0])
+                    / "static" / "mathjax" / "es5", local_mathjax)
+    checked = 0
+    for name in ["intro", *toc_files()]:
+        page = html / f"{name}.html"
+        source = page.read_text()
+        formulas = source.count('class="math notranslate')
+        if formulas == 0:
+            continue
+        assert MATHJAX_CDN in source, f"{name}: MathJax is no longer loaded from {MATHJAX_CDN}"
+        local = page.with_name(page.stem + ".offline.html")
+        relative = pathlib.Path("../" * name.count("/")) / "_static" / "mathjax-local" / "tex-mml-chtml.js"
+        local.write_text(source.replace(MATHJAX_CDN, relative.as_posix()))
+        dom = render_in_browser(local)
+        typeset = dom.count("<mjx-container")
+        assert typeset >= formulas, f"{name}: {typeset} of {formulas} formulas typeset"
+        # a syntax error becomes <mjx-merror>; an unknown macro is typeset as red text
+        errors = re.findall(r'data-mjx-error="([^"]*)"|<mjx-merror|<mjx-mtext[^>]*color: red', dom)
+        assert not errors, f"{name}: {len(errors)} MathJax errors, e.g. {errors[:3]}"
+        checked += 1
+    assert checked >= 2, "expected the intro and at least one chapter to hold formulas"
