@@ -205,7 +205,8 @@ class MultiHeadAttention(nn.Module):
             return attn_mask & visible, is_causal
         return attn_mask.masked_fill(~visible, float("-inf")), is_causal
 
-    def _heads(self, query, key, value, attn_mask, key_padding_mask, is_causal):
+    def _attention_inputs(self, query, key, value, attn_mask, key_padding_mask, is_causal):
+        """Scaled query heads, key and value heads, the combined mask, ``is_causal`` and the float scale."""
         key = query if key is None else key
         value = key if value is None else value
         q, scale = self._scaled_query(self.project_query(query))
@@ -219,7 +220,7 @@ class MultiHeadAttention(nn.Module):
                 *, attn_mask: torch.Tensor | None = None, key_padding_mask: torch.Tensor | None = None,
                 is_causal: bool = False) -> torch.Tensor:
         """Attention output ``(B, L, d_model)``; see the class docstring for shapes and masks."""
-        q, k, v, mask, is_causal, scale = self._heads(query, key, value, attn_mask, key_padding_mask, is_causal)
+        q, k, v, mask, is_causal, scale = self._attention_inputs(query, key, value, attn_mask, key_padding_mask, is_causal)
         heads = scaled_dot_product_attention(
             q, k, v, mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal,
             scale=scale, enable_gqa=self.n_kv_heads != self.n_heads, backend=self.backend,
@@ -231,7 +232,7 @@ class MultiHeadAttention(nn.Module):
                           attn_mask: torch.Tensor | None = None, key_padding_mask: torch.Tensor | None = None,
                           is_causal: bool = False) -> torch.Tensor:
         """The weights ``(B, n_heads, L, S)`` each head puts on each key (no dropout)."""
-        q, k, _, mask, is_causal, scale = self._heads(query, key, key, attn_mask, key_padding_mask, is_causal)
+        q, k, _, mask, is_causal, scale = self._attention_inputs(query, key, key, attn_mask, key_padding_mask, is_causal)
         return attention_weights(q, k, mask, is_causal=is_causal, scale=scale,
                                  enable_gqa=self.n_kv_heads != self.n_heads)
 
@@ -248,7 +249,7 @@ class MultiHeadAttention(nn.Module):
         if module.bias_k is not None or module.add_zero_attn:
             raise ValueError("module must not use add_bias_kv or add_zero_attn, which add keys "
                              "this module does not have")
-        if not module._qkv_same_embed_dim:
+        if module.kdim != module.embed_dim or module.vdim != module.embed_dim:
             raise ValueError(f"module must have kdim == vdim == embed_dim = {module.embed_dim}, "
                              f"got kdim={module.kdim}, vdim={module.vdim}")
         weight = module.in_proj_weight

@@ -217,14 +217,16 @@ def test_every_backend_serves_the_module(backend):
     x, y = float64_inputs()
     q = module.project_query(x)
     k, v = module.project_key_value(y, y)
+    visible = ~PADDING[:, None, None, :]
     try:
-        attnlib.explain(q, k, v, scale=module.scale, enable_gqa=True, backend=backend)
+        attnlib.explain(q, k, v, visible, scale=module.scale, enable_gqa=True, backend=backend)
     except ValueError as why_not:
         # a backend that cannot take this call must say so, not hand it to another path
         with pytest.raises(ValueError, match=re.escape(str(why_not)[:30])):
-            module(x, y)
+            module(x, y, key_padding_mask=PADDING)
         return
-    torch.testing.assert_close(module(x, y), torch_reference(module, x, y, scale=0.5), rtol=0, atol=1e-10)
+    expected = torch_reference(module, x, y, scale=0.5, attn_mask=visible)
+    torch.testing.assert_close(module(x, y, key_padding_mask=PADDING), expected, rtol=0, atol=1e-10)
     assert attnlib.last_dispatch().backend == backend
 
 
