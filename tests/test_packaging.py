@@ -1,0 +1,22 @@
+"""What Colab installs from git is the whole library, and it never asks for torch."""
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_wheel_holds_every_module_and_leaves_torch_alone(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True, text=True,
+    )
+    (wheel,) = tmp_path.glob("attnlib-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata = next(archive.read(n).decode() for n in names if n.endswith("METADATA"))
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "attnlib").rglob("*.py")}
+    assert modules <= names, f"missing from the wheel: {sorted(modules - names)}"
+    requirements = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    assert requirements and not any("torch" in line and "extra" not in line for line in requirements)
