@@ -240,6 +240,47 @@ def _bootstrap_interval(scores, rng, n_bootstrap, level, memory_budget_bytes):
     return float(np.quantile(variances, tail)), float(np.quantile(variances, 1 - tail))
 
 
+def _resolve_sampler(d: int, distribution: str | PairSampler) -> PairSampler:
+    if isinstance(distribution, PairSampler):
+        if distribution.d != d:
+            raise ValueError(f"distribution draws vectors of dimension {distribution.d}, but d is {d}")
+        return distribution
+    if isinstance(distribution, str):
+        return independent_pairs(distribution, d)
+    raise TypeError(f"distribution must be a name or a PairSampler, got {type(distribution).__name__}")
+
+
+def _scores_in_chunks(sampler: PairSampler, n_samples: int, rng: np.random.Generator, rows: int,
+                      scale: float, progress: bool | None) -> np.ndarray:
+    n_chunks = math.ceil(n_samples / rows)
+    scores = np.empty(n_samples)
+    show = n_chunks > PROGRESS_MIN_CHUNKS if progress is None else progress
+    for start in tqdm(range(0, n_samples, rows), total=n_chunks, disable=not show, file=sys.stderr,
+                      desc=f"{sampler.name}, d={sampler.d}", leave=False):
+        q, k = sampler.draw(rng, min(rows, n_samples - start))
+        np.einsum("nd,nd->n", q, k, out=scores[start:start + len(q)])
+        del q, k  # free this chunk before the next one is drawn
+    if scale != 1.0:
+        scores *= scale
+    return scores
+
+
+def draw_scores(d: int, n_samples: int, distribution: str | PairSampler = "gaussian", *, seed: int = 0,
+                scale: float = 1.0, memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
+                progress: bool | None = None) -> np.ndarray:
+    """The scores ``scale * q_n . k_n`` of ``n_samples`` seeded pairs, shape ``(n_samples,)``, drawn in chunks.
+
+    The same scores :func:`estimate_score_variance` summarises with the same arguments.
+    """
+    d = _check_int("d", d, 1)
+    n_samples = _check_int("n_samples", n_samples, 2)
+    seed = _check_int("seed", seed, 0)
+    memory_budget_bytes = _check_int("memory_budget_bytes", memory_budget_bytes, 1)
+    sampler = _resolve_sampler(d, distribution)
+    rows = chunk_rows(sampler, n_samples, memory_budget_bytes)
+    return _scores_in_chunks(sampler, n_samples, np.random.default_rng(seed), rows, scale, progress)
+
+
 def estimate_score_variance(d: int, n_samples: int, distribution: str | PairSampler = "gaussian", *,
                             seed: int = 0, scale: float = 1.0, memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
                             ci: str = "moments", level: float = 0.95, n_bootstrap: int = 1000,
@@ -260,27 +301,10 @@ def estimate_score_variance(d: int, n_samples: int, distribution: str | PairSamp
         raise ValueError(f"ci must be 'moments' or 'bootstrap', got {ci!r}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be strictly between 0 and 1, got {level}")
-    if isinstance(distribution, PairSampler):
-        if distribution.d != d:
-            raise ValueError(f"distribution draws vectors of dimension {distribution.d}, but d is {d}")
-        sampler = distribution
-    elif isinstance(distribution, str):
-        sampler = independent_pairs(distribution, d)
-    else:
-        raise TypeError(f"distribution must be a name or a PairSampler, got {type(distribution).__name__}")
-
+    sampler = _resolve_sampler(d, distribution)
     rows = chunk_rows(sampler, n_samples, memory_budget_bytes)
-    n_chunks = math.ceil(n_samples / rows)
     rng = np.random.default_rng(seed)
-    scores = np.empty(n_samples)
-    show = n_chunks > PROGRESS_MIN_CHUNKS if progress is None else progress
-    for start in tqdm(range(0, n_samples, rows), total=n_chunks, disable=not show, file=sys.stderr,
-                      desc=f"{sampler.name}, d={d}", leave=False):
-        q, k = sampler.draw(rng, min(rows, n_samples - start))
-        np.einsum("nd,nd->n", q, k, out=scores[start:start + len(q)])
-        del q, k  # free this chunk before the next one is drawn
-    if scale != 1.0:
-        scores *= scale
+    scores = _scores_in_chunks(sampler, n_samples, rng, rows, scale, progress)
 
     mean, m2, m4 = _central_moments(scores, block=rows * sampler.bytes_per_row // (3 * FLOAT_BYTES) or 1)
     variance = m2 * n_samples / (n_samples - 1)
@@ -292,7 +316,7 @@ def estimate_score_variance(d: int, n_samples: int, distribution: str | PairSamp
         low, high = _bootstrap_interval(scores, rng, _check_int("n_bootstrap", n_bootstrap, 1), level,
                                         memory_budget_bytes)
     return VarianceEstimate(sampler.name, d, n_samples, scale, mean, variance, low, high, level, m4,
-                            rows, n_chunks, rows * sampler.bytes_per_row, memory_budget_bytes)
+                            rows, math.ceil(n_samples / rows), rows * sampler.bytes_per_row, memory_budget_bytes)
 
 
 def sweep_seed(seed: int, distribution: str, d: int) -> int:
@@ -312,3 +336,18 @@ def sweep(distributions: Sequence[str], dims: Sequence[int], n_samples: int, *, 
                                 memory_budget_bytes=memory_budget_bytes, progress=False)
         for name, d in tqdm(cells, disable=not progress, file=sys.stderr, desc="sweep")
     ]
+
+
+#: The sweep of Chapter 3 and benchmarks/montecarlo_sweep.py: d = 1, 2, 4, ..., 1024.
+CHAPTER_SWEEP = {
+    "distributions": ("gaussian", "rademacher", "uniform", "student_t5"),
+    "dims": tuple(2**p for p in range(11)),
+    "n_samples": 20000,
+    "seed": 0,
+}
+
+
+def largest_relative_deviation(results: Sequence[VarianceEstimate]) -> tuple[VarianceEstimate, tuple[float, float, float]]:
+    """The estimate whose S^2/d is farthest from 1, with (S^2/d - 1, ci_low/d - 1, ci_high/d - 1)."""
+    worst = max(results, key=lambda e: abs(e.variance / e.d - 1))
+    return worst, worst.relative_to(worst.d)

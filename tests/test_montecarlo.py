@@ -200,3 +200,10 @@ def test_rejects_a_correlation_outside_zero_one():
 def test_sweep_rejects_unknown_distribution():
     with pytest.raises(ValueError, match="distribution must be one of"):
         mc.sweep(["gaussian", "laplace"], [1], 10)
+
+
+def test_draw_scores_returns_the_scores_the_estimate_summarises():
+    scores = mc.draw_scores(8, 3000, "rademacher", seed=4)
+    estimate = mc.estimate_score_variance(8, 3000, "rademacher", seed=4)
+    assert scores.shape == (3000,) and set(np.unique(scores)) <= set(range(-8, 9, 2))
+    assert estimate.variance == pytest.approx(scores.var(ddof=1), rel=1e-12)

@@ -73,6 +73,13 @@ class Step:
     equation: sp.Eq
 
 
+def steps_latex(steps) -> str:
+    """The steps as one LaTeX ``aligned`` block: each equation with its reason beside it."""
+    lines = [rf"{sp.latex(step.equation.lhs)} &= {sp.latex(step.equation.rhs)} "
+             rf"&& \text{{{step.reason}}}" for step in steps]
+    return r"\begin{aligned}" + r" \\ ".join(lines) + r"\end{aligned}"
+
+
 def _eq(lhs, rhs) -> sp.Eq:
     """An equation kept as written, even when both sides are equal."""
     return sp.Eq(lhs, rhs, evaluate=False)
@@ -128,7 +135,7 @@ def derive_product_mean() -> tuple[Step, ...]:
     lhs = Expectation(q * k)
     factored = apply_independence(lhs)
     return (
-        Step("q_i and k_i are independent, so the expectation of their product factors", _eq(lhs, factored)),
+        Step("independent factors: the expectation of the product is the product of expectations", _eq(lhs, factored)),
         Step("insert the means", _eq(lhs, factored.subs(_moments_of_q_and_k()))),
     )
 
@@ -141,9 +148,9 @@ def derive_product_variance() -> tuple[Step, ...]:
     factored = apply_independence(definition)
     moments = sp.expand(factored.subs(_moments_of_q_and_k()))
     return (
-        Step("definition of the variance: E[X^2] - E[X]^2", _eq(lhs, definition)),
-        Step("independence of q_i and k_i (applied to q_i^2 k_i^2 too)", _eq(lhs, factored)),
-        Step("E[x] = mu and E[x^2] = sigma^2 + mu^2, expanded", _eq(lhs, moments)),
+        Step("definition of the variance", _eq(lhs, definition)),
+        Step("independence, applied to both products", _eq(lhs, factored)),
+        Step("insert means and second moments (variance plus squared mean)", _eq(lhs, moments)),
     )
 
 
@@ -154,8 +161,8 @@ def derive_covariance_of_terms() -> tuple[Step, ...]:
     lhs = Covariance(q1 * k1, q2 * k2)
     definition = lhs.rewrite(Expectation)
     return (
-        Step("definition of the covariance: E[XY] - E[X]E[Y]", _eq(lhs, definition)),
-        Step("all four coordinates are independent: both products factor the same way",
+        Step("definition of the covariance", _eq(lhs, definition)),
+        Step("four independent coordinates: both products factor alike",
              _eq(lhs, apply_independence(definition))),
     )
 
@@ -172,7 +179,7 @@ def derive_variances_add(n_terms: int = 3) -> tuple[Step, ...]:
 
     return (
         Step("variance of a sum: the variances plus twice every covariance", _eq(lhs, expanded)),
-        Step("each covariance vanishes by independence (previous derivation)",
+        Step("each covariance vanishes by independence",
              _eq(lhs, expanded.replace(lambda e: isinstance(e, Covariance), vanish))),
     )
 
@@ -190,7 +197,7 @@ def derive_score_moments() -> tuple[tuple[Step, ...], tuple[Step, ...]]:
     mean_sum = sp.Sum(Expectation(q * k), (i, 1, d))
     variance_sum = sp.Sum(Variance(q * k), (i, 1, d))
     mean_steps = (
-        Step("linearity of expectation over the d terms of s = sum q_i k_i", _eq(Expectation(s), mean_sum)),
+        Step("linearity of expectation over the d terms", _eq(Expectation(s), mean_sum)),
         Step("each term from the product rule", _eq(Expectation(s), mean_sum.subs(Expectation(q * k), mean_term))),
         Step("d identical terms", _eq(Expectation(s), sp.Sum(mean_term, (i, 1, d)).doit())),
     )
@@ -300,8 +307,8 @@ def derive_scaled_variance(divisor: sp.Expr) -> tuple[Step, ...]:
     lhs = Variance(s / divisor)
     pulled = lhs.expand()  # Var(c X) = c^2 Var(X)
     return (
-        Step("a constant factor leaves the variance squared", _eq(lhs, pulled)),
-        Step("Var(s) = d", _eq(lhs, pulled.subs(Variance(s), score_variance().subs(STANDARD)))),
+        Step("a constant factor comes out squared", _eq(lhs, pulled)),
+        Step("insert the variance of the score", _eq(lhs, pulled.subs(Variance(s), score_variance().subs(STANDARD)))),
     )
 
 
@@ -330,11 +337,11 @@ def derive_correlated_score_variance() -> tuple[Step, ...]:
     total = Variance(random_coordinate("s"))
     double_sum = d * Variance(q * k) + d * (d - 1) * off_diagonal
     return (
-        Step("i != j: definition of the covariance", _eq(off_diagonal, definition)),
-        Step("q is independent of k, but q_i, q_j (and k_i, k_j) stay together",
+        Step("two different coordinates: definition of the covariance", _eq(off_diagonal, definition)),
+        Step("q independent of k; coordinates of one vector stay together",
              _eq(off_diagonal, factored)),
-        Step("E[q_i q_j] = rho_q sigma_q^2 + mu_q^2, likewise for k", _eq(off_diagonal, covariance)),
-        Step("Var(s) is the double sum: d diagonal and d(d-1) off-diagonal covariances",
+        Step("insert the correlations", _eq(off_diagonal, covariance)),
+        Step("double sum: d diagonal and d(d-1) off-diagonal terms",
              _eq(total, double_sum)),
         Step("insert both", _eq(total, sp.expand(double_sum.subs(
             {Variance(q * k): diagonal, off_diagonal: covariance})))),
@@ -382,9 +389,9 @@ def derive_score_fourth_central_moment() -> tuple[Step, ...]:
     fourth = sp.expand(sp.factorial(4) * central_mgf.coeff(t, 4))
     mu4 = sp.Function("mu_4")(random_coordinate("s"))
     return (
-        Step("raw moments of one term, by independence: E[(q_i k_i)^n] = E[q_i^n] E[k_i^n]",
+        Step("independence, for the fourth power of one term",
              _eq(Expectation((q * k) ** 4), raw[4])),
-        Step("cumulants of the centered sum: d times those of one term; 4! [t^4] exp(K_s(t))",
+        Step("cumulants of the sum are d times those of one term",
              _eq(mu4, fourth)),
     )
 
@@ -434,17 +441,17 @@ def derive_projected_score_variance(init: str | None = None) -> tuple[Step, ...]
     layer_norm = {sp.Sum(x_m**2, (m, 1, d_model)): d_model}
     pulled = sp.factor_terms(coordinate_variance)  # sigma_w^2 sum_m x_m^2
     steps = [
-        Step("Var(q_j | x): the d_model terms W_jm x_m are independent, variances add",
+        Step("given the input, the terms of the projection are independent",
              _eq(Variance(random_coordinate("q_j")), coordinate_variance)),
-        Step("LayerNorm: sum_m x_m^2 = d_model", _eq(Variance(random_coordinate("q_j")), pulled.subs(layer_norm))),
+        Step("LayerNorm fixes the squared length of the input", _eq(Variance(random_coordinate("q_j")), pulled.subs(layer_norm))),
     ]
     coordinate = steps[-1].equation.rhs
     score = score_variance().subs({mu_q: 0, mu_k: 0, sigma_q: sp.sqrt(coordinate), sigma_k: sp.sqrt(coordinate), d: d_k})
-    steps.append(Step("product rule with sigma_q^2 = sigma_k^2 = Var(q_j) and d = d_k",
+    steps.append(Step("score variance with this coordinate variance, over the width of a head",
                       _eq(Variance(random_coordinate("s")), score)))
     if init is not None:
         if init not in INIT_WEIGHT_VARIANCES:
             raise ValueError(f"init must be one of {sorted(INIT_WEIGHT_VARIANCES)}, got {init!r}")
-        steps.append(Step(f"{init} initialisation: sigma_w^2 = {INIT_WEIGHT_VARIANCES[init]}",
+        steps.append(Step(f"{init.replace('_', ' ')} initialisation",
                           _eq(Variance(random_coordinate("s")), sp.simplify(score.subs(sigma_w, sp.sqrt(INIT_WEIGHT_VARIANCES[init]))))))
     return tuple(steps)
