@@ -42,10 +42,9 @@ def _hide_unseen(x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
     return torch.where(seen_by_some_query, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
-def masked_scaled_scores(problem: AttentionProblem) -> torch.Tensor:
-    """Steps 1 and 2: ``scale * Q K^T + bias``, with ``-inf`` where the mask forbids."""
+def masked_scaled_scores(problem: AttentionProblem, allowed: torch.Tensor | None) -> torch.Tensor:
+    """Steps 1 and 2: ``scale * Q K^T + bias``, with ``-inf`` where ``allowed`` is False."""
     dtype = problem.compute_dtype
-    allowed = allowed_positions(problem)
     query = problem.query.to(dtype)
     key = _hide_unseen(_expand_kv_heads(problem.key.to(dtype), problem.group_size), allowed)
     scores = (query @ key.transpose(-2, -1)) * problem.scale
@@ -82,12 +81,13 @@ def _dropout(weights: torch.Tensor, p: float) -> torch.Tensor:
 
 def weights(problem: AttentionProblem) -> torch.Tensor:
     """The attention weight matrix ``A`` in the compute dtype, without dropout."""
-    return stable_softmax(masked_scaled_scores(problem))
+    return stable_softmax(masked_scaled_scores(problem, allowed_positions(problem)))
 
 
 def forward(problem: AttentionProblem) -> torch.Tensor:
     """Step 4: ``O = dropout(A) V``, returned in the input dtype."""
+    allowed = allowed_positions(problem)
+    attention = stable_softmax(masked_scaled_scores(problem, allowed))
     value = _expand_kv_heads(problem.value.to(problem.compute_dtype), problem.group_size)
-    value = _hide_unseen(value, allowed_positions(problem))
-    output = _dropout(weights(problem), problem.dropout_p) @ value
+    output = _dropout(attention, problem.dropout_p) @ _hide_unseen(value, allowed)
     return output.to(problem.query.dtype)
