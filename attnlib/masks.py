@@ -68,7 +68,7 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype = torch.float32) -> 
 
 
 def allowed_positions(problem: AttentionProblem) -> torch.Tensor | None:
-    """Bool mask broadcastable to ``(..., Hq, L, S)``, or None when all is allowed.
+    """Bool mask of at least 2 dims, broadcastable to ``(..., Hq, L, S)``; None when all is allowed.
 
     Combines the causal pattern, a bool ``attn_mask`` and the ``-inf``
     entries of a float ``attn_mask``.
