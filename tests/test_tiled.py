@@ -297,3 +297,39 @@ def test_return_lse_non_bool_is_rejected():
     q = randn(1, 4, 2)
     with pytest.raises(TypeError, match="return_lse"):
         tiled.attention(q, q, q, return_lse="yes")
+
+
+def test_sympy_merge_of_two_states_equals_the_union():
+    from attnlib.theory import online_softmax
+
+    for block_a, block_b in [(1, 1), (2, 3)]:
+        proof = online_softmax.merge_proof(block_a, block_b)
+        assert set(proof) == {"l", "acc", "output"}
+        assert all(online_softmax.vanishes(difference) for difference in proof.values())
+
+
+def test_sympy_merge_without_rescaling_does_not_vanish():
+    import sympy as sp
+
+    from attnlib.theory import online_softmax
+
+    s1, s2, v1, v2 = sp.symbols("s1 s2 v1 v2", real=True)
+    a, b = online_softmax.block_state([s1], [v1], s1), online_softmax.block_state([s2], [v2], s2)
+    unscaled_acc = a[2] + b[2]  # forgets exp(m_side - m)
+    assert not online_softmax.vanishes(unscaled_acc - online_softmax.merge_states(a, b)[2])
+
+
+def test_sympy_merge_agrees_with_numbers():
+    import numpy as np
+    import sympy as sp
+
+    from attnlib.theory import online_softmax
+
+    scores, values = [0.3, -1.2, 2.5], [1.0, -2.0, 0.5]
+    s, v = sp.symbols("s1:4", real=True), sp.symbols("v1:4", real=True)
+    a = online_softmax.block_state(s[:1], v[:1], s[0])
+    b = online_softmax.block_state(s[1:], v[1:], sp.Max(*s[1:]))
+    _, l, acc = online_softmax.merge_states(a, b)
+    numbers = dict(zip(s + v, scores + values))
+    weights = np.exp(scores) / np.exp(scores).sum()
+    assert abs(float((acc / l).subs(numbers)) - float(weights @ np.array(values))) < 1e-12
