@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import statistics
 import sys
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import stats as scipy_stats
 from tqdm import tqdm
 
 from .theory.variance import sample_variance_variance
@@ -112,11 +112,16 @@ def independent_pairs(distribution: str, d: int, *, mean_q: float = 0.0, mean_k:
     draw_coordinates, extra_bytes = DISTRIBUTIONS[distribution]
     scales = [np.broadcast_to(np.asarray(std, dtype=np.float64), (d,)).copy() for std in (std_q, std_k)]
 
+    scale = np.stack(scales)
+    shift = np.array([[mean_q], [mean_k]], dtype=np.float64)
+    standard = bool(np.all(scale == 1.0) and np.all(shift == 0.0))
+
     def draw(rng, rows):
         # One draw for both vectors: chunked runs then see the same stream as one big run.
         pair = draw_coordinates(rng, (rows, 2, d))
-        pair *= np.stack(scales)
-        pair += np.array([[mean_q], [mean_k]])
+        if not standard:
+            pair *= scale
+            pair += shift
         return pair[:, 0], pair[:, 1]
 
     return PairSampler(distribution, d, draw, 2 * d * (FLOAT_BYTES + extra_bytes))
@@ -310,7 +315,7 @@ def estimate_score_variance(d: int, n_samples: int, distribution: str | PairSamp
     variance = m2 * n_samples / (n_samples - 1)
     if ci == "moments":
         spread = math.sqrt(max(sample_variance_variance(m4, variance, n_samples), 0.0))
-        half = scipy_stats.norm.ppf((1 + level) / 2) * spread
+        half = statistics.NormalDist().inv_cdf((1 + level) / 2) * spread
         low, high = variance - half, variance + half
     else:
         low, high = _bootstrap_interval(scores, rng, _check_int("n_bootstrap", n_bootstrap, 1), level,
