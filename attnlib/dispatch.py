@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import naive, tiled
+from . import fused, naive, tiled
 from .problem import AttentionProblem
 
-BACKENDS = {naive.NAME: naive, tiled.NAME: tiled}
-AUTO_ORDER = (tiled.NAME, naive.NAME)
+BACKENDS = {naive.NAME: naive, tiled.NAME: tiled, fused.NAME: fused}
+AUTO_ORDER = (fused.NAME, tiled.NAME, naive.NAME)
 
 
 @dataclass(frozen=True)

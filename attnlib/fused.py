@@ -1,0 +1,343 @@
+"""The fused path: attnlib's Triton kernel (FlashAttention-2's forward) behind the contract.
+
+The kernel is in :mod:`attnlib.fused_kernel`; this module says what it can
+take, lays the tensors out for it, picks its tile sizes and launches it.
+
+- On CUDA it runs natively, with autotuned tile sizes, and ``backend="auto"``
+  picks it first.
+- On the CPU it runs in Triton's interpreter (NumPy; slow; no bfloat16), for
+  validation: ``backend="fused"`` runs it, ``backend="auto"`` never does.
+- ``import attnlib`` never imports Triton; without Triton this backend says so.
+
+Triton fixes, when it is first imported, whether this process compiles
+kernels or interprets them: ``TRITON_INTERPRET=1`` at that moment makes its
+own library (``tl.sum``, ``tl.max``, ...) interpreted, and compiled and
+interpreted functions cannot call each other. So the environment variable
+must be set before anything imports Triton, and one process runs the kernel
+either on the GPU or in the interpreter, never both.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import importlib.util
+import math
+import os
+import sys
+from typing import NamedTuple
+
+import torch
+
+from .problem import AttentionProblem, check_problem
+
+NAME = "fused"
+HEAD_DIMS = (16, 256)  # smallest and largest E and Ev the kernel takes
+KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+INTERPRETER_DTYPES = (torch.float16, torch.float32)  # NumPy has no bfloat16
+MAX_BATCH_HEADS = 65535  # batch x heads is CUDA's second grid axis, limited to 2**16 - 1
+#: Fused multiply-add in the kernel, stated because Triton 3.9 warns that its default will change.
+COMPILE_OPTIONS = {"enable_fp_fusion": True}
+
+
+class TileConfig(NamedTuple):
+    """Tile sizes and launch shape of one kernel configuration."""
+
+    block_m: int  # query rows per program
+    block_n: int  # keys per loop iteration
+    num_warps: int
+    num_stages: int  # loads in flight (software pipelining; sm_80 and newer)
+
+
+#: Every configuration the GPU autotuner may pick; the first of each list is
+#: the default. None spills registers at E = 64 or 128 (tests/test_fused_compile.py).
+AUTOTUNE_CONFIGS = {
+    # sm_80 and newer: tl.dot runs on tensor cores (mma.sync; wgmma on sm_90).
+    "tensor_cores": (TileConfig(128, 64, 8, 3), TileConfig(64, 64, 4, 3), TileConfig(64, 32, 4, 3)),
+    # Below sm_80 (Colab's T4 is sm_75) Triton >= 3.3 computes tl.dot with FMA
+    # instructions, not tensor cores, and pipelines no loads: smaller tiles
+    # keep the fp32 products in registers.
+    "fma": (TileConfig(64, 16, 8, 1), TileConfig(32, 32, 8, 1)),
+}
+#: Queries up to this many (decoding, short prompts) are tuned on their own,
+#: without query blocks taller than themselves.
+SHORT_QUERY_ROWS = 64
+ON_THE_CPU = ("on the CPU the kernel runs only in Triton's interpreter, slowly, for validation: with "
+              "TRITON_INTERPRET=1 set before Triton is first imported, backend='fused' runs it")
+#: (BLOCK_M, BLOCK_N) in the interpreter: small, so that small tests cross many tiles.
+INTERPRETER_BLOCKS = (32, 32)
+
+
+def autotune_configs(capability: tuple[int, int], query_len: int) -> tuple[str, tuple[TileConfig, ...]]:
+    """The configurations the autotuner picks from on a GPU of ``capability``, and their list's name."""
+    if capability < (8, 0):
+        return "fma", AUTOTUNE_CONFIGS["fma"]
+    if query_len <= SHORT_QUERY_ROWS:
+        short = tuple(c for c in AUTOTUNE_CONFIGS["tensor_cores"] if c.block_m <= SHORT_QUERY_ROWS)
+        return "tensor_cores, short queries", short
+    return "tensor_cores", AUTOTUNE_CONFIGS["tensor_cores"]
+
+
+@functools.lru_cache(maxsize=None)
+def triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def interpreter_requested() -> bool:
+    """True when ``TRITON_INTERPRET`` holds a true value, as Triton reads it."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+def triton_interprets() -> bool:
+    """Whether Triton runs kernels in its interpreter in this process.
+
+    Before Triton is imported, that is what ``TRITON_INTERPRET`` says now;
+    afterwards, what it said at the import, read off Triton's own ``tl.sum``.
+    """
+    if "triton" not in sys.modules:
+        return interpreter_requested()
+    from triton.language.standard import sum as triton_sum
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(triton_sum, InterpretedFunction)
+
+
+def _requires_grad(problem: AttentionProblem) -> bool:
+    tensors = (problem.query, problem.key, problem.value, problem.attn_mask)
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _batch_heads(problem: AttentionProblem) -> int:
+    return math.prod(problem.query.shape[:-2])
+
+
+def unsupported_reason(problem: AttentionProblem) -> str | None:
+    """None when the kernel can take ``problem``, else a sentence saying why not."""
+    if not triton_installed():
+        return "Triton is not installed (pip install 'triton>=3.2'; CUDA builds of PyTorch bring it)"
+    if problem.dropout_p > 0:
+        return f"the fused kernel has no dropout, got dropout_p={problem.dropout_p}"
+    if _requires_grad(problem):
+        return ("the fused kernel is forward-only so far: an input requires grad and there is "
+                "no backward pass yet (under torch.no_grad() it runs)")
+    dtype = problem.query.dtype
+    if dtype not in KERNEL_DTYPES:
+        return f"the fused kernel takes float16, bfloat16 and float32, got {dtype}"
+    low, high = HEAD_DIMS
+    if not (low <= problem.head_dim <= high and low <= problem.value_dim <= high):
+        return (f"the fused kernel takes head widths E and Ev from {low} to {high}, "
+                f"got E={problem.head_dim}, Ev={problem.value_dim}")
+    device = problem.query.device
+    if device.type == "cuda":
+        if triton_interprets():
+            return ("Triton interprets kernels in this process (TRITON_INTERPRET=1 was set when it "
+                    "was imported), so it cannot compile the kernel for the GPU")
+        capability = torch.cuda.get_device_capability(device)
+        if dtype == torch.bfloat16 and capability < (8, 0):
+            return f"bfloat16 needs compute capability 8.0 or newer, this GPU has {capability[0]}.{capability[1]}"
+        if _batch_heads(problem) > MAX_BATCH_HEADS:
+            return f"batch x query heads must be at most {MAX_BATCH_HEADS}, got {_batch_heads(problem)}"
+        return None
+    if device.type == "cpu":
+        if dtype not in INTERPRETER_DTYPES:
+            return f"on the CPU the kernel runs in Triton's interpreter, which computes in NumPy and has no {dtype}"
+        if not triton_interprets():
+            return ON_THE_CPU
+        return None
+    return f"the fused kernel runs on CUDA (or on the CPU in Triton's interpreter), got device {device}"
+
+
+def auto_declines(problem: AttentionProblem) -> str | None:
+    """Why ``backend="auto"`` leaves a call the kernel could run to another path.
+
+    On the CPU auto gives the same reason whether or not the interpreter is
+    on, so what a chapter prints does not depend on the environment.
+    """
+    return ON_THE_CPU if problem.query.device.type == "cpu" else None
+
+
+def kernel_module():
+    """:mod:`attnlib.fused_kernel`, imported in the mode Triton runs in (see the module docstring)."""
+    if "attnlib.fused_kernel" not in sys.modules:
+        interprets = triton_interprets()
+        saved = os.environ.get("TRITON_INTERPRET")
+        # @triton.jit reads the variable when it decorates; keep it in step with Triton's own library.
+        os.environ["TRITON_INTERPRET"] = "1" if interprets else "0"
+        try:
+            importlib.import_module("attnlib.fused_kernel")
+        finally:
+            if saved is None:
+                del os.environ["TRITON_INTERPRET"]
+            else:
+                os.environ["TRITON_INTERPRET"] = saved
+    return sys.modules["attnlib.fused_kernel"]
+
+
+_autotuned: dict[str, object] = {}
+
+
+def _autotuned_kernel(capability: tuple[int, int], query_len: int):
+    """The compiled kernel under Triton's autotuner.
+
+    It tunes again when a head width, the causal flag or the kind of mask
+    changes; Triton adds the tensors' dtypes to that key.
+    """
+    name, configs = autotune_configs(capability, query_len)
+    if name not in _autotuned:
+        import triton
+
+        _autotuned[name] = triton.autotune(
+            configs=[triton_config(c) for c in configs],
+            key=["HEAD_DIM", "VALUE_DIM", "IS_CAUSAL", "MASK_KIND", "HAS_KEY_LENGTHS"],
+        )(kernel_module().attention_forward_kernel)
+    return _autotuned[name]
+
+
+def triton_config(config: TileConfig):
+    """``config`` as the ``triton.Config`` the autotuner takes."""
+    import triton
+
+    return triton.Config({"BLOCK_M": config.block_m, "BLOCK_N": config.block_n},
+                         num_warps=config.num_warps, num_stages=config.num_stages)
+
+
+def _as_4d(x: torch.Tensor) -> torch.Tensor:
+    """``(..., H, N, W)`` as ``(B, H, N, W)``; a view when the strides allow it."""
+    if x.ndim == 2:
+        return x[None, None]
+    if x.ndim == 3:
+        return x[None]
+    return x.reshape(-1, *x.shape[-3:])
+
+
+def _contiguous_rows(x: torch.Tensor) -> torch.Tensor:
+    """The kernel reads each row (the last dimension) as contiguous memory."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _cdiv(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+def key_lengths(mask: torch.Tensor) -> torch.Tensor | None:
+    """``(B,)`` int32 key lengths when a bool ``(B, H, L, S)`` mask is pure key padding, else None.
+
+    Pure key padding: one row for every head and query (broadcast, stride 0
+    or size 1), ``True`` on a prefix ``j < length`` and ``False`` after it,
+    as :func:`attnlib.padding_mask` builds. The kernel then stops at
+    ``length`` instead of loading the mask. The check costs one pass over ``(B, S)``.
+    """
+    for axis in (1, 2):
+        if mask.shape[axis] != 1 and mask.stride(axis) != 0:
+            return None
+    rows = mask[:, 0, 0, :]
+    lengths = rows.sum(dim=-1)
+    prefix = torch.arange(mask.shape[-1], device=mask.device)[None, :] < lengths[:, None]
+    return lengths.to(torch.int32) if torch.equal(rows, prefix) else None
+
+
+def kernel_arguments(problem: AttentionProblem, output: torch.Tensor, log_sum_exp: torch.Tensor) -> dict:
+    """Every argument of ``attention_forward_kernel`` but the tile sizes, by name.
+
+    ``output`` is ``(B, Hq, L, Ev)`` and ``log_sum_exp`` holds ``B * Hq * L``
+    fp32 values; both contiguous.
+    """
+    module = kernel_module()
+    query, key, value = (_contiguous_rows(_as_4d(x)) for x in (problem.query, problem.key, problem.value))
+    mask_kind, mask, lengths = module.NO_MASK.value, None, None
+    if problem.attn_mask is not None:
+        full_mask = _as_4d(problem.attn_mask.expand(*problem.query.shape[:-1], problem.key_len))
+        if full_mask.dtype == torch.bool:
+            lengths = key_lengths(full_mask)
+            if lengths is None:
+                mask_kind, mask = module.BOOL_MASK.value, full_mask.view(torch.uint8)
+        else:
+            mask_kind, mask = module.FLOAT_MASK.value, full_mask
+    mask_strides = mask.stride() if mask is not None else (0, 0, 0, 0)
+    return dict(
+        query=query, key=key, value=value, output=output, log_sum_exp=log_sum_exp,
+        # A pointer the flags leave unread still needs a tensor behind it.
+        mask=mask if mask is not None else query,
+        key_lengths=lengths if lengths is not None else query,
+        stride_qb=query.stride(0), stride_qh=query.stride(1), stride_ql=query.stride(2),
+        stride_kb=key.stride(0), stride_kh=key.stride(1), stride_ks=key.stride(2),
+        stride_vb=value.stride(0), stride_vh=value.stride(1), stride_vs=value.stride(2),
+        stride_ob=output.stride(0), stride_oh=output.stride(1), stride_ol=output.stride(2),
+        stride_mb=mask_strides[0], stride_mh=mask_strides[1], stride_ml=mask_strides[2], stride_ms=mask_strides[3],
+        query_heads=problem.query_heads, group_size=problem.group_size,
+        query_len=problem.query_len, key_len=problem.key_len, causal_offset=problem.causal_offset,
+        scale_log2=problem.scale * math.log2(math.e),
+        HEAD_DIM=problem.head_dim, VALUE_DIM=problem.value_dim,
+        BLOCK_E=max(16, _next_power_of_2(problem.head_dim)),
+        BLOCK_EV=max(16, _next_power_of_2(problem.value_dim)),
+        IS_CAUSAL=problem.is_causal, MASK_KIND=mask_kind, HAS_KEY_LENGTHS=lengths is not None,
+    )
+
+
+def _launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
+    """Output ``(..., Hq, L, Ev)`` in the input dtype and log-sum-exp ``(..., Hq, L)`` in fp32."""
+    why_not = unsupported_reason(problem)
+    if why_not is not None:
+        raise ValueError(f"backend='fused' cannot run this call: {why_not}")
+    device = problem.query.device
+    output = torch.empty(problem.output_shape, dtype=problem.query.dtype, device=device)
+    log_sum_exp = torch.empty(problem.query.shape[:-1], dtype=torch.float32, device=device)
+    if output.numel() == 0:
+        return output, log_sum_exp
+    arguments = kernel_arguments(problem, _as_4d(output), log_sum_exp)
+    kernel = kernel_module().attention_forward_kernel
+    if device.type == "cpu":
+        arguments.update(zip(("BLOCK_M", "BLOCK_N"), blocks or INTERPRETER_BLOCKS))
+    elif blocks is None:
+        kernel = _autotuned_kernel(torch.cuda.get_device_capability(device), problem.query_len)
+        arguments.update(COMPILE_OPTIONS)
+    else:
+        arguments.update(BLOCK_M=blocks[0], BLOCK_N=blocks[1], **COMPILE_OPTIONS)
+    batch_heads = _batch_heads(problem)
+    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+        kernel[lambda meta: (_cdiv(problem.query_len, meta["BLOCK_M"]), batch_heads)](**arguments)
+    return output, log_sum_exp
+
+
+def attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    causal_alignment: str = "top_left",
+    blocks: tuple[int, int] | None = None,
+    return_lse: bool = False,
+):
+    """The fused kernel's ``softmax(scale * Q K^T + mask) V``, forward only.
+
+    Same arguments and contract as :func:`attnlib.scaled_dot_product_attention`
+    (no dropout). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
+    ``value (..., Hkv, S, Ev)`` -> output ``(..., Hq, L, Ev)``. ``blocks =
+    (BLOCK_M, BLOCK_N)`` fixes the tile sizes (default: autotuned on a GPU,
+    ``INTERPRETER_BLOCKS`` on the CPU). With ``return_lse=True`` also returns
+    ``lse (..., Hq, L)`` in fp32, ``lse_i = log sum_j exp(s_ij)`` over the
+    allowed keys, ``-inf`` for a row with none.
+    """
+    if blocks is not None and not (
+        isinstance(blocks, tuple) and len(blocks) == 2
+        and all(isinstance(b, int) and not isinstance(b, bool) and b >= 16 and b & (b - 1) == 0 for b in blocks)
+    ):
+        raise ValueError(f"blocks must be None or a pair of powers of two >= 16 (BLOCK_M, BLOCK_N), got {blocks!r}")
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
+    problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment)
+    output, lse = _launch(problem, blocks)
+    return (output, lse) if return_lse else output
+
+
+def forward(problem: AttentionProblem) -> torch.Tensor:
+    """The dispatcher's entry: the kernel's output, with autotuned tiles on a GPU."""
+    return _launch(problem, None)[0]

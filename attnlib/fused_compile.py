@@ -1,0 +1,183 @@
+"""Compiling the fused kernel for GPUs this machine does not have.
+
+Triton compiles for a named target, ``GPUTarget("cuda", capability, 32)``,
+without a GPU: down to PTX, and to a cubin with the ``ptxas`` in its wheel.
+``ptxas -v`` on that PTX reports registers and spills; Triton's metadata the
+shared memory. The kernel's arguments are specialised as a launch would
+specialise them (integers divisible by 16 or equal to 1, aligned pointers),
+from a problem with the layout of a real call, so what compiles here is what
+a GPU would run.
+
+Compiling needs Triton in compiling mode, so a process that interprets (see
+:mod:`attnlib.fused`) runs ``python -m attnlib.fused_compile``, which prints
+the reports of :func:`compile_cases` as JSON.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+import torch
+
+from . import fused
+from .problem import check_problem
+
+#: Colab's T4, the A100, the H100/H200, with the dtypes their tensor cores take.
+GPU_TARGETS = {75: ("float16",), 80: ("float16", "bfloat16"), 90: ("float16", "bfloat16")}
+#: What tensor-core code looks like in PTX; Triton >= 3.3 has none below sm_80.
+TENSOR_CORE_INSTRUCTIONS = ("wgmma.mma_async", "mma.sync.aligned")
+#: Shared memory one block may use (the opt-in maximum), bytes.
+SHARED_MEMORY_LIMITS = {75: 64 * 1024, 80: 163 * 1024, 90: 227 * 1024}
+CHECKED_HEAD_DIMS = (64, 128)
+
+
+@dataclass(frozen=True)
+class CompileCase:
+    """One compilation: a target, a dtype, a head width, a tile configuration, causal or not."""
+
+    capability: int
+    dtype: str
+    head_dim: int
+    config: fused.TileConfig
+    is_causal: bool = False
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.capability}"
+
+    def __str__(self) -> str:
+        c = self.config
+        causal = "-causal" if self.is_causal else ""
+        return f"{self.arch}-{self.dtype}-d{self.head_dim}-{c.block_m}x{c.block_n}-w{c.num_warps}-s{c.num_stages}{causal}"
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    """What the compiler says about one :class:`CompileCase`."""
+
+    case: CompileCase
+    registers: int  # per thread
+    spill_stores: int  # bytes
+    spill_loads: int  # bytes
+    shared_memory: int  # bytes per block
+    tensor_core_instruction: str | None  # the first of TENSOR_CORE_INSTRUCTIONS in the PTX
+    tensor_core_lines: tuple[str, ...]  # a few PTX lines that issue it
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CompileReport":
+        case = dict(data["case"], config=fused.TileConfig(*data["case"]["config"]))
+        return cls(**dict(data, case=CompileCase(**case), tensor_core_lines=tuple(data["tensor_core_lines"])))
+
+
+def compile_cases() -> list[CompileCase]:
+    """Every configuration the autotuner may pick, on every target and dtype, at E = 64 and 128,
+    and the default configuration with a causal mask at E = 128."""
+    cases = []
+    for capability, dtypes in GPU_TARGETS.items():
+        _, configs = fused.autotune_configs(divmod(capability, 10), query_len=1024)
+        for dtype in dtypes:
+            cases += [CompileCase(capability, dtype, d, c) for d in CHECKED_HEAD_DIMS for c in configs]
+            cases.append(CompileCase(capability, dtype, max(CHECKED_HEAD_DIMS), configs[0], is_causal=True))
+    return cases
+
+
+def example_problem(dtype: torch.dtype, head_dim: int, is_causal: bool = False, seq_len: int = 1024, heads: int = 2):
+    """A ``(1, heads, seq_len, head_dim)`` self-attention problem on the CPU, for its layout only."""
+    q = torch.zeros(1, heads, seq_len, head_dim, dtype=dtype)
+    return check_problem(q, q.clone(), q.clone(), is_causal=is_causal)
+
+
+def _specialised_source(problem, config: fused.TileConfig):
+    """``ASTSource`` of the kernel with every argument specialised as a launch would."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+    from triton.compiler import ASTSource
+
+    kernel = fused.kernel_module().attention_forward_kernel
+    output = torch.empty(problem.output_shape, dtype=problem.query.dtype)
+    log_sum_exp = torch.empty(problem.query.shape[:-1], dtype=torch.float32)
+    arguments = fused.kernel_arguments(problem, fused._as_4d(output), log_sum_exp)
+    arguments.update(BLOCK_M=config.block_m, BLOCK_N=config.block_n)
+    signature, constexprs, attrs = {}, {}, {}
+    for index, name in enumerate(kernel.arg_names):
+        value = arguments[name]
+        if index in kernel.constexprs:
+            kind, spec = "constexpr", None
+        else:
+            kind, spec = native_specialize_impl(BaseBackend, value, False, True, True)
+        signature[name] = kind
+        if kind == "constexpr":
+            constexprs[(index,)] = value if spec is None else spec
+        else:
+            attrs[(index,)] = BaseBackend.parse_attr(spec or "")
+    return ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+def _ptxas_verbose(ptx: str, capability: int) -> dict:
+    """Registers and spill bytes, from ``ptxas -v`` (the one in Triton's wheel) on ``ptx``."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(f"{tmp}/kernel.ptx", "w") as f:
+            f.write(ptx)
+        result = subprocess.run(
+            [get_ptxas(capability).path, "-v", f"--gpu-name={sm_arch_from_capability(capability)}",
+             f"{tmp}/kernel.ptx", "-o", f"{tmp}/kernel.cubin"],
+            capture_output=True, text=True, check=True,
+        )
+    log = result.stdout + result.stderr
+    registers = re.search(r"Used (\d+) registers", log)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    if registers is None or spills is None:
+        raise RuntimeError(f"ptxas -v printed no register or spill counts:\n{log}")
+    return {"registers": int(registers.group(1)), "spill_stores": int(spills.group(1)),
+            "spill_loads": int(spills.group(2))}
+
+
+def compile_report(case: CompileCase) -> CompileReport:
+    """Compile the kernel for ``case`` and report on the result."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    config = case.config
+    problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal)
+    compiled = triton.compile(
+        _specialised_source(problem, config),
+        target=GPUTarget("cuda", case.capability, 32),
+        options={"num_warps": config.num_warps, "num_stages": config.num_stages, **fused.COMPILE_OPTIONS},
+    )
+    ptx = compiled.asm["ptx"]
+    instruction = next((i for i in TENSOR_CORE_INSTRUCTIONS if i in ptx), None)
+    lines = tuple(line.strip() for line in ptx.splitlines() if instruction and instruction in line)
+    return CompileReport(
+        case=case,
+        shared_memory=compiled.metadata.shared,
+        tensor_core_instruction=instruction,
+        tensor_core_lines=lines[:2],
+        **_ptxas_verbose(ptx, case.capability),
+    )
+
+
+def reports_in_subprocess(timeout: float = 600) -> list[CompileReport]:
+    """:func:`compile_cases` compiled in a fresh process with ``TRITON_INTERPRET`` unset."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-m", "attnlib.fused_compile"], capture_output=True, text=True,
+                            env=env, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"python -m attnlib.fused_compile failed:\n{result.stderr[-4000:]}")
+    return [CompileReport.from_dict(d) for d in json.loads(result.stdout)]
+
+
+if __name__ == "__main__":
+    if fused.triton_interprets():
+        sys.exit("unset TRITON_INTERPRET: compiling needs Triton in compiling mode")
+    print(json.dumps([compile_report(case).as_dict() for case in compile_cases()]))

@@ -1,0 +1,322 @@
+"""The fused Triton kernel, run in Triton's interpreter on the CPU, against a float64 reference.
+
+Triton decides when it is first imported whether a process compiles or
+interprets kernels (see attnlib.fused), so this module switches the
+interpreter on before anything in the test process imports Triton; the
+compile checks (test_fused_compile.py) run in a child process of their own.
+
+The cases cover each axis of the contract without a full cross product:
+every (L, S) pair and head width of the issue appears, each with a different
+mix of causal alignment, mask kind, grouped heads and dtype.
+"""
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import attnlib  # noqa: E402
+from attnlib import fused, naive  # noqa: E402
+from attnlib.masks import allowed_positions  # noqa: E402
+from attnlib.problem import check_problem  # noqa: E402
+from reference import assert_as_accurate_as_naive, float64_reference, max_error  # noqa: E402
+
+pytest.importorskip("triton")
+
+
+@pytest.fixture(autouse=True)
+def _triton_interprets():
+    assert fused.triton_interprets(), (
+        "Triton was imported in compiling mode before this module set TRITON_INTERPRET=1; "
+        "run `pytest tests/test_fused_interpreter.py` in a process of its own"
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    query_len: int
+    key_len: int
+    head_dim: int
+    dtype: torch.dtype = torch.float16
+    causal: str | None = None  # None, "top_left" or "bottom_right"
+    mask: str | None = None  # None, "bool", "float" or "padding"
+    heads: tuple[int, int] = (2, 2)  # (Hq, Hkv)
+    value_dim: int | None = None  # None: the head width
+
+    def __str__(self):
+        parts = [f"L{self.query_len}-S{self.key_len}-E{self.head_dim}", str(self.dtype).removeprefix("torch.")]
+        parts += [p for p in (self.causal, self.mask) if p]
+        if self.heads[0] != self.heads[1]:
+            parts.append(f"Hq{self.heads[0]}-Hkv{self.heads[1]}")
+        if self.value_dim:
+            parts.append(f"Ev{self.value_dim}")
+        return "-".join(parts)
+
+
+CASES = [
+    Case(1, 37, 64, causal="bottom_right", heads=(4, 2)),  # one decoding step with a KV cache
+    Case(37, 1, 16, torch.float32),
+    Case(113, 203, 59, causal="top_left", value_dim=72),
+    Case(113, 203, 111, torch.float32, mask="bool"),
+    Case(128, 217, 128, mask="float"),
+    Case(128, 217, 40, mask="padding"),
+    Case(256, 128, 80, causal="bottom_right"),  # L > S: the first 128 rows see no key
+    Case(256, 128, 96, torch.float32, causal="top_left", heads=(4, 1)),  # MQA
+    Case(37, 1, 256, heads=(4, 1)),
+    Case(1, 37, 32, mask="bool", heads=(4, 2)),
+]
+
+
+def make_inputs(case: Case, seed: int = 0):
+    """``(query, key, value, kwargs)`` for ``case``, batch 2; masks leave some rows with no key."""
+    generator = torch.Generator().manual_seed(seed)
+    hq, hkv = case.heads
+    L, S = case.query_len, case.key_len
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator).to(case.dtype)
+
+    query = randn(2, hq, L, case.head_dim)
+    key = randn(2, hkv, S, case.head_dim)
+    value = randn(2, hkv, S, case.value_dim or case.head_dim)
+    kwargs = {"enable_gqa": hq != hkv}
+    if case.causal:
+        kwargs.update(is_causal=True, causal_alignment=case.causal)
+    if case.mask == "bool":  # broadcast over batch; row 0 of every head sees nothing
+        mask = torch.rand(hq, L, S, generator=generator) > 0.3
+        mask[:, 0] = False
+        kwargs["attn_mask"] = mask
+    elif case.mask == "float":  # added to the scores; -inf forbids; row 1 sees nothing
+        mask = torch.randn(2, 1, L, S, generator=generator).to(case.dtype)
+        mask[..., 1, :] = float("-inf")
+        mask[..., ::3] = float("-inf")
+        kwargs["attn_mask"] = mask
+    elif case.mask == "padding":  # key lengths; the second sequence is all padding
+        kwargs["attn_mask"] = attnlib.padding_mask(torch.tensor([S // 2, 0]), S)
+    return query, key, value, kwargs
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_matches_float64_reference(case):
+    query, key, value, kwargs = make_inputs(case)
+    output = attnlib.scaled_dot_product_attention(query, key, value, backend="fused", **kwargs)
+    assert output.dtype == case.dtype and output.shape == (*query.shape[:-1], value.shape[-1])
+    assert_as_accurate_as_naive(output, query, key, value, **kwargs)
+
+
+def float64_log_sum_exp(query, key, value, attn_mask=None, **kwargs):
+    """``log sum_j exp(s_ij)`` over the allowed keys, from the naive path's scores in float64."""
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        attn_mask = attn_mask.double()
+    problem = check_problem(query.double(), key.double(), value.double(), attn_mask, **kwargs)
+    return torch.logsumexp(naive.masked_scaled_scores(problem, allowed_positions(problem)), dim=-1)
+
+
+@pytest.mark.parametrize("case", CASES[2:7], ids=str)
+def test_log_sum_exp_matches_float64(case):
+    query, key, value, kwargs = make_inputs(case)
+    _, lse = fused.attention(query, key, value, return_lse=True, **kwargs)
+    expected = float64_log_sum_exp(query, key, value, **kwargs)
+    assert lse.dtype == torch.float32 and lse.shape == query.shape[:-1]
+    assert torch.equal(lse == float("-inf"), expected == float("-inf"))
+    finite = expected > float("-inf")
+    torch.testing.assert_close(lse.double()[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_fully_masked_rows_give_zero_and_minus_inf():
+    query, key, value, kwargs = make_inputs(Case(113, 203, 32, mask="bool"))
+    output, lse = fused.attention(query, key, value, return_lse=True, **kwargs)
+    assert torch.equal(output[:, :, 0], torch.zeros_like(output[:, :, 0]))
+    assert (lse[:, :, 0] == float("-inf")).all() and torch.isfinite(lse[:, :, 1:]).all()
+
+
+def test_nan_in_padding_never_reaches_the_output():
+    query, key, value, kwargs = make_inputs(Case(128, 217, 64, mask="padding"))
+    dirty_key, dirty_value = key.clone(), value.clone()
+    dirty_key[0, :, 217 // 2:], dirty_value[0, :, 217 // 2:] = float("nan"), float("inf")
+    dirty_key[1], dirty_value[1] = float("nan"), float("nan")
+    output = fused.attention(query, dirty_key, dirty_value, **kwargs)
+    assert torch.isfinite(output).all()
+    assert torch.equal(output[1], torch.zeros_like(output[1]))
+    assert max_error(output, float64_reference(query, key, value, **kwargs)) < 1e-2
+
+
+def test_nan_in_keys_hidden_by_a_general_mask_never_reaches_the_output():
+    query, key, value, _ = make_inputs(Case(113, 203, 32))
+    mask = torch.rand(113, 203, generator=torch.Generator().manual_seed(1)) > 0.5
+    mask[:, 40:70] = False  # no query sees keys 40..69
+    dirty_key, dirty_value = key.clone(), value.clone()
+    dirty_key[..., 40:70, :], dirty_value[..., 40:70, :] = float("nan"), float("nan")
+    output = fused.attention(query, dirty_key, dirty_value, attn_mask=mask)
+    assert torch.isfinite(output).all()
+    assert_as_accurate_as_naive(output, query, key, value, attn_mask=mask)
+
+
+GPU_TILES = sorted({(c.block_m, c.block_n) for configs in fused.AUTOTUNE_CONFIGS.values() for c in configs})
+
+
+@pytest.mark.parametrize("blocks", GPU_TILES, ids=lambda b: f"{b[0]}x{b[1]}")
+def test_every_gpu_tile_shape_in_the_interpreter(blocks):
+    """The tile sizes the GPU autotuner may pick, on lengths that are no multiple of them."""
+    query, key, value, kwargs = make_inputs(Case(300, 260, 64, causal="bottom_right", heads=(2, 1)))
+    output = fused.attention(query, key, value, blocks=blocks, **kwargs)
+    assert_as_accurate_as_naive(output, query, key, value, **kwargs)
+
+
+def test_five_batch_dimensions_and_a_single_head_without_head_axis():
+    generator = torch.Generator().manual_seed(3)
+    q5 = torch.randn(2, 1, 3, 20, 48, generator=generator)
+    k5, v5 = torch.randn(2, 1, 3, 30, 48, generator=generator), torch.randn(2, 1, 3, 30, 16, generator=generator)
+    assert_as_accurate_as_naive(fused.attention(q5, k5, v5, is_causal=True), q5, k5, v5, is_causal=True)
+    q2, k2, v2 = q5[0, 0, 0], k5[0, 0, 0], v5[0, 0, 0]
+    assert_as_accurate_as_naive(fused.attention(q2, k2, v2), q2, k2, v2)
+
+
+# -- the fast path for key lengths ------------------------------------------------------------
+
+def test_key_lengths_are_read_off_a_padding_mask():
+    lengths = torch.tensor([5, 0, 9])
+    mask = attnlib.padding_mask(lengths, 9).expand(3, 4, 7, 9)
+    assert torch.equal(fused.key_lengths(mask), torch.tensor([5, 0, 9], dtype=torch.int32))
+
+
+def test_a_mask_with_a_gap_is_not_key_lengths():
+    mask = torch.ones(1, 1, 1, 9, dtype=torch.bool)
+    mask[..., 3] = False
+    assert fused.key_lengths(mask.expand(1, 2, 5, 9)) is None
+
+
+def test_a_mask_that_varies_over_queries_is_not_key_lengths():
+    mask = attnlib.causal_mask(5, 9)[None, None].expand(1, 2, 5, 9)
+    assert fused.key_lengths(mask) is None
+
+
+# -- dispatch: what auto does with the fused path on the CPU ---------------------------------
+
+def half(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).half()
+
+
+def test_named_backend_runs_in_the_interpreter_and_is_reported():
+    q = half(1, 2, 40, 32)
+    attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
+    assert attnlib.last_dispatch().backend == "fused"
+
+
+def test_auto_leaves_the_interpreter_to_validation():
+    q = half(1, 2, 40, 32)
+    report = attnlib.explain(q, q, q)
+    assert report.backend != "fused" and "interpreter" in report.passed_over["fused"]
+
+
+def test_inputs_that_require_grad_fall_back_under_auto():
+    q = half(1, 2, 40, 32).requires_grad_()
+    report = attnlib.explain(q, q, q)
+    assert report.backend != "fused" and "forward-only" in report.passed_over["fused"]
+    assert attnlib.scaled_dot_product_attention(q, q, q).requires_grad
+
+
+def test_inputs_that_require_grad_are_refused_by_name():
+    q = half(1, 2, 40, 32).requires_grad_()
+    with pytest.raises(ValueError, match="backend='fused'.*forward-only"):
+        attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
+
+
+def test_no_grad_lets_the_kernel_take_inputs_that_require_grad():
+    q = half(1, 2, 40, 32).requires_grad_()
+    with torch.no_grad():
+        attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
+    assert attnlib.last_dispatch().backend == "fused"
+
+
+def test_dropout_is_refused():
+    q = half(1, 2, 40, 32)
+    with pytest.raises(ValueError, match="backend='fused'.*dropout"):
+        attnlib.scaled_dot_product_attention(q, q, q, dropout_p=0.1, backend="fused")
+
+
+def test_float64_is_refused():
+    q = half(1, 2, 40, 32).double()
+    with pytest.raises(ValueError, match="backend='fused'.*float16, bfloat16 and float32, got torch.float64"):
+        attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
+
+
+def test_bfloat16_is_refused_by_the_interpreter():
+    q = half(1, 2, 40, 32).bfloat16()
+    with pytest.raises(ValueError, match="backend='fused'.*interpreter.*bfloat16"):
+        attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
+
+
+def test_head_width_below_16_is_refused():
+    q = half(1, 2, 40, 8)
+    with pytest.raises(ValueError, match="backend='fused'.*head widths.*got E=8"):
+        attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
+
+
+def test_blocks_that_are_no_power_of_two_are_refused():
+    q = half(1, 2, 40, 32)
+    with pytest.raises(ValueError, match="blocks must be None or a pair of powers of two"):
+        fused.attention(q, q, q, blocks=(48, 32))
+
+
+def test_return_lse_must_be_a_bool():
+    q = half(1, 2, 40, 32)
+    with pytest.raises(TypeError, match="return_lse must be a bool, got int 1"):
+        fused.attention(q, q, q, return_lse=1)
+
+
+# -- processes without the interpreter, or without Triton ------------------------------------
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | env
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
+                          timeout=120)
+
+
+def test_without_the_interpreter_the_cpu_call_says_how_to_switch_it_on():
+    result = run_python(
+        "import torch, attnlib\n"
+        "q = torch.randn(1, 2, 8, 16)\n"
+        "print(attnlib.explain(q, q, q).passed_over['fused'])\n"
+        "try:\n"
+        "    attnlib.scaled_dot_product_attention(q, q, q, backend='fused')\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    reason, error = result.stdout.strip().splitlines()
+    assert "TRITON_INTERPRET=1" in reason and "before Triton is first imported" in reason
+    assert error.startswith("backend='fused' cannot run this call") and "TRITON_INTERPRET=1" in error
+
+
+def test_without_triton_attnlib_imports_and_fused_says_why_not():
+    result = run_python(
+        "import sys\n"
+        "sys.modules['triton'] = None  # to import and find_spec, Triton is now missing\n"
+        "import torch, attnlib\n"
+        "q = torch.randn(1, 2, 8, 16)\n"
+        "print(attnlib.scaled_dot_product_attention(q, q, q).shape)\n"
+        "try:\n"
+        "    attnlib.scaled_dot_product_attention(q, q, q, backend='fused')\n"
+        "except ValueError as error:\n"
+        "    print(error)\n",
+        TRITON_INTERPRET="1",
+    )
+    assert result.returncode == 0, result.stderr
+    shape, error = result.stdout.strip().splitlines()
+    assert shape == "torch.Size([1, 2, 8, 16])"
+    assert "Triton is not installed" in error
+
+
+def test_a_large_custom_scale_is_honoured():
+    """Four times the usual scale: peaked rows, where the running maximum does the work."""
+    query, key, value, _ = make_inputs(Case(64, 64, 64))
+    scale = 4.0 / math.sqrt(64)
+    output = fused.attention(query, key, value, scale=scale)
+    assert_as_accurate_as_naive(output, query, key, value, scale=scale)
