@@ -1,0 +1,59 @@
+"""The fused kernel compiles for the GPUs readers use: sm_75 (Colab's T4), sm_80 (A100), sm_90 (H100/H200).
+
+Every configuration the autotuner may pick, for each target and dtype, at
+head widths 64 and 128 (and the default one with a causal mask), is compiled
+by ``triton.compile(..., target=GPUTarget("cuda", capability, 32))`` and
+assembled by the ``ptxas`` in Triton's wheel; no GPU is needed. The
+compiler runs once, in a child process (``attnlib.fused_compile``), because
+this test process may have Triton in interpreting mode (test_fused_interpreter.py).
+With pytest-xdist, ``--dist loadfile`` keeps that to one child process.
+"""
+import pytest
+
+from attnlib import fused_compile
+
+pytest.importorskip("triton")
+
+CASES = fused_compile.compile_cases()
+TENSOR_CORE_CASES = [case for case in CASES if case.capability >= 80]
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {str(report.case): report for report in fused_compile.reports_in_subprocess()}
+
+
+def test_the_checks_cover_every_target_dtype_and_configuration():
+    targets = {(case.capability, case.dtype) for case in CASES}
+    assert targets == {(75, "float16"), (80, "float16"), (80, "bfloat16"), (90, "float16"), (90, "bfloat16")}
+    for capability, dtype in targets:
+        configs = {case.config for case in CASES if (case.capability, case.dtype) == (capability, dtype)}
+        assert configs == set(fused_compile.fused.autotune_configs(divmod(capability, 10), 1024)[1])
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_compiles_within_the_shared_memory_of_its_gpu(case, reports):
+    report = reports[str(case)]
+    assert 0 < report.shared_memory <= fused_compile.SHARED_MEMORY_LIMITS[case.capability]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_no_register_spills(case, reports):
+    report = reports[str(case)]
+    assert (report.spill_stores, report.spill_loads) == (0, 0), f"{report.registers} registers"
+
+
+@pytest.mark.parametrize("case", TENSOR_CORE_CASES, ids=str)
+def test_tensor_cores_do_the_products(case, reports):
+    """mma.sync on sm_80, wgmma (a warpgroup's asynchronous MMA) on sm_90, in the input dtype."""
+    expected = "wgmma.mma_async" if case.capability >= 90 else "mma.sync.aligned"
+    operand = {"float16": ".f16.f16", "bfloat16": ".bf16.bf16"}[case.dtype]
+    report = reports[str(case)]
+    assert report.tensor_core_instruction == expected
+    assert report.tensor_core_lines and all(
+        line.startswith(expected) and operand in line for line in report.tensor_core_lines)
+
+
+def test_triton_has_no_tensor_core_code_for_sm_75(reports):
+    """Triton >= 3.3 lowers tl.dot to FMA below sm_80; the chapter says so, this checks it."""
+    assert all(reports[str(case)].tensor_core_instruction is None for case in CASES if case.capability == 75)
