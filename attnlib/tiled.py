@@ -3,8 +3,8 @@
 This is the FlashAttention algorithm written out with torch operations, one
 query block times one key block at a time. It never holds the ``L x S``
 score matrix: the largest intermediate is one tile of scores,
-``(batch*Hkv, G*block_q, block_k)``, and besides the output it keeps three
-numbers' worth of state per query row. Chapter 8 ({ref}`ch:online-softmax`)
+``(batch*Hkv, G*block_q, block_k)``, and besides the output it keeps only
+the running state (maximum, sum, accumulator) of one query block. Chapter 8 (``08_online_softmax``)
 derives every step; the comments below name its equations:
 
     (eq-online-max)   m_new = max(m, rowmax(S_tile))
