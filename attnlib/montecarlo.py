@@ -5,9 +5,10 @@ scores s_n = scale * q_n . k_n and returns the unbiased sample variance
 
     S^2 = 1/(N-1) sum_n (s_n - mean(s))^2
 
-with a confidence interval. The pairs are drawn in chunks: a chunk's arrays
-(and the temporaries its sampler makes) never exceed ``memory_budget_bytes``;
-besides them the estimator keeps one float64 score per pair (8 N bytes).
+with a confidence interval. The pairs are drawn in chunks: a chunk's arrays,
+the temporaries its sampler makes and NumPy's iteration buffers never exceed
+``memory_budget_bytes``; besides them the estimator keeps one float64 score
+per pair (8 N bytes).
 Everything is drawn with NumPy, whose allocations ``tracemalloc`` sees, so the
 budget can be checked from outside.
 
@@ -101,6 +102,13 @@ def _check_distribution(distribution: str) -> None:
         raise ValueError(f"distribution must be one of {sorted(DISTRIBUTIONS)}, got {distribution!r}")
 
 
+def _per_coordinate(name: str, std, d: int) -> np.ndarray:
+    values = np.asarray(std, dtype=np.float64)
+    if values.ndim > 1 or values.size not in (1, d):
+        raise ValueError(f"{name} must be one number or {d} numbers (one per coordinate), got shape {values.shape}")
+    return np.broadcast_to(values, (d,))
+
+
 def independent_pairs(distribution: str, d: int, *, mean_q: float = 0.0, mean_k: float = 0.0,
                       std_q: float | Sequence[float] = 1.0, std_k: float | Sequence[float] = 1.0) -> PairSampler:
     """q and k with independent coordinates of a named distribution: q_i = mean_q + std_q[i] z_i.
@@ -110,9 +118,7 @@ def independent_pairs(distribution: str, d: int, *, mean_q: float = 0.0, mean_k:
     _check_distribution(distribution)
     d = _check_int("d", d, 1)
     draw_coordinates, extra_bytes = DISTRIBUTIONS[distribution]
-    scales = [np.broadcast_to(np.asarray(std, dtype=np.float64), (d,)).copy() for std in (std_q, std_k)]
-
-    scale = np.stack(scales)
+    scale = np.stack([_per_coordinate(name, std, d) for name, std in (("std_q", std_q), ("std_k", std_k))])
     shift = np.array([[mean_q], [mean_k]], dtype=np.float64)
     standard = bool(np.all(scale == 1.0) and np.all(shift == 0.0))
 

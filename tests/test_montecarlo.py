@@ -199,6 +199,11 @@ def test_rejects_a_correlation_outside_zero_one():
         mc.equicorrelated_pairs(4, 1.5)
 
 
+def test_rejects_per_coordinate_deviations_of_the_wrong_length():
+    with pytest.raises(ValueError, match="std_k must be one number or 8 numbers"):
+        mc.independent_pairs("gaussian", 8, std_k=[1.0, 2.0])
+
+
 def test_sweep_rejects_unknown_distribution():
     with pytest.raises(ValueError, match="distribution must be one of"):
         mc.sweep(["gaussian", "laplace"], [1], 10)

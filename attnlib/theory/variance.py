@@ -279,7 +279,7 @@ def _check_small_dimension(dimension, limit: int) -> int:
     return int(dimension)
 
 
-def rademacher_enumeration(dimension: int) -> dict[str, sp.Rational]:
+def rademacher_enumeration(dimension: int) -> dict[str, int | sp.Rational]:
     """Exact moments of q.k for Rademacher q, k in {-1, 1}^dimension.
 
     Enumerates every one of the 2^(2*dimension) sign patterns of (q, k), each
