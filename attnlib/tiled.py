@@ -108,6 +108,7 @@ class _Tiles:
             full = (*query.shape[:-1], self.key_len)
             self.mask = mask.expand(full).unflatten(-3, (kv_heads, self.group))
             allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
+            allowed = allowed[(None,) * (len(full) - allowed.ndim)]  # a (S,) mask has no query axis yet
             seen = allowed.any(dim=-2, keepdim=True).expand(*full[:-2], 1, self.key_len)
             seen = seen.unflatten(-3, (kv_heads, self.group)).any(dim=-3)
             self.key_seen = seen.reshape(self.rows, self.key_len, 1)

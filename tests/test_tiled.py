@@ -94,6 +94,16 @@ def test_unbatched_inputs_without_head_axis():
     assert max_error(out, F.scaled_dot_product_attention(q, k, v)) < TOL[torch.float64]
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_one_dimensional_key_mask(kind):
+    q, k, v, _, _ = make_case(2, 2, 2, 5, 9, 8, 4, "none")
+    allowed = torch.arange(9) % 3 != 1
+    mask = allowed if kind == "bool" else torch.zeros(9, dtype=torch.float64).masked_fill(~allowed, -math.inf)
+    out = tiled.attention(q, k, v, attn_mask=mask, block_q=2, block_k=4)
+    # torch's SDPA rejects a 1-D mask; as (1, S) it means the same
+    assert max_error(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None])) < TOL[torch.float64]
+
+
 def test_explicit_scale_matches_torch():
     q, k, v, _, _ = make_case(1, 2, 2, 6, 9, 8, 4, "none")
     out = tiled.attention(q, k, v, scale=0.37, block_q=4, block_k=4)
