@@ -68,6 +68,7 @@ class CompileReport:
     shared_memory: int  # bytes per block
     tensor_core_instruction: str | None  # the first of TENSOR_CORE_INSTRUCTIONS in the PTX
     tensor_core_lines: tuple[str, ...]  # a few PTX lines that issue it
+    exp2_instructions: int  # PTX lines computing 2**x in hardware (ex2.approx)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -163,6 +164,7 @@ def compile_report(case: CompileCase) -> CompileReport:
         shared_memory=compiled.metadata.shared,
         tensor_core_instruction=instruction,
         tensor_core_lines=lines[:2],
+        exp2_instructions=sum(line.lstrip().startswith("ex2.approx") for line in ptx.splitlines()),
         **_ptxas_verbose(ptx, case.capability),
     )
 

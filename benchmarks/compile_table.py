@@ -5,7 +5,8 @@
 compiles every case of ``attnlib.fused_compile.compile_cases()`` (each
 autotune configuration for sm_75, sm_80 and sm_90, fp16 and bf16, head widths
 64 and 128) without a GPU, prints arch, dtype, d, block sizes, warps,
-stages, registers, spills, shared memory and the tensor-core instruction,
+stages, registers, spills, shared memory, the tensor-core instruction and the number of
+hardware exp2 instructions (``ex2.approx``) in the PTX,
 and writes ``benchmarks/results/compile_table.json`` (with the Triton,
 PyTorch and Python versions and the date) and a PTX excerpt for Chapter 9.
 About a minute on one core.
@@ -24,7 +25,7 @@ from attnlib import fused, fused_compile
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "compile_table.json"
 COLUMNS = ("arch", "dtype", "d", "causal", "BLOCK_M", "BLOCK_N", "warps", "stages", "registers",
-           "spill stores", "spill loads", "shared KiB", "tensor cores")
+           "spill stores", "spill loads", "shared KiB", "tensor cores", "ex2")
 
 
 def row(report: fused_compile.CompileReport) -> dict:
@@ -32,7 +33,7 @@ def row(report: fused_compile.CompileReport) -> dict:
     return dict(zip(COLUMNS, (
         case.arch, case.dtype, case.head_dim, case.is_causal, config.block_m, config.block_n,
         config.num_warps, config.num_stages, report.registers, report.spill_stores, report.spill_loads,
-        report.shared_memory / 1024, report.tensor_core_instruction or "none (FMA)",
+        report.shared_memory / 1024, report.tensor_core_instruction or "none (FMA)", report.exp2_instructions,
     )))
 
 

@@ -57,3 +57,8 @@ def test_tensor_cores_do_the_products(case, reports):
 def test_triton_has_no_tensor_core_code_for_sm_75(reports):
     """Triton >= 3.3 lowers tl.dot to FMA below sm_80; the chapter says so, this checks it."""
     assert all(reports[str(case)].tensor_core_instruction is None for case in CASES if case.capability == 75)
+
+
+def test_exponentials_are_the_hardware_exp2(reports):
+    """The scale carries log2(e), so every exponential compiles to ex2.approx, 2**x in one instruction."""
+    assert all(report.exp2_instructions > 0 for report in reports.values())
