@@ -8,7 +8,9 @@ specialise them (integers divisible by 16 or equal to 1, aligned pointers),
 from a problem with the layout of a real call, so what compiles here is what
 a GPU would run.
 
-Compiling needs Triton in compiling mode, so a process that interprets (see
+It uses Triton's compiler API as of Triton 3.9 (``ASTSource``,
+``GPUTarget``, the launcher's argument specialisation). Compiling needs
+Triton in compiling mode, so a process that interprets (see
 :mod:`attnlib.fused`) runs ``python -m attnlib.fused_compile``, which prints
 the reports of :func:`compile_cases` as JSON.
 """
