@@ -74,7 +74,8 @@ def main():
     args = parser.parse_args()
     lengths = [256, 512, 1024] if args.quick else [512, 1024, 2048, 4096, 8192]
     widths = [16, 64] if args.quick else [16, 32, 64, 128, 256]
-    print("machine:", machine())
+    at_start = machine()
+    print("machine:", at_start)
     print("sweep over n (d = 64):")
     n_rows = sweep(lengths, "n", {"d": 64})
     print("sweep over d (n = 2048):" if not args.quick else "sweep over d (n = 512):")
@@ -86,7 +87,7 @@ def main():
         print(f"{name}: {value:.2f} (target >= {TARGETS[name]}) {verdict}")
     if not args.quick:
         RESULTS.write_text(json.dumps({
-            "machine": machine(), "heads": HEADS, "dtype": "float32", "batch": 1,
+            "machine": at_start, "load_average_1min_at_end": machine()["load_average_1min"], "heads": HEADS, "dtype": "float32", "batch": 1,
             "time": "seconds per forward call under torch.no_grad (median and best of the repeats)",
             "memory": "peak resident memory above what the process held before the call, in bytes",
             "n_sweep": n_rows, "d_sweep": d_rows, "targets": TARGETS, "reached": reached,

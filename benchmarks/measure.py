@@ -46,6 +46,8 @@ def machine() -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        # other work on a shared machine slows the many small operations of the tiled path most
+        "load_average_1min": round(os.getloadavg()[0], 2),
     }
 
 
@@ -89,7 +91,7 @@ def _worker(method: str, n: int, d: int, heads: int, min_seconds: float, block_q
             times.append(time.perf_counter() - start)
     return {"method": method, "n": n, "d": d, "heads": heads, "seconds": statistics.median(times),
             "best_seconds": min(times), "first_call_seconds": first, "repeats": len(times), "peak_extra_bytes": peak_extra,
-            "block_q": block_q, "block_k": block_k}
+            "block_q": block_q, "block_k": block_k, "load_average_1min": round(os.getloadavg()[0], 2)}
 
 
 def measure(method: str, n: int, d: int = 64, heads: int = 8, min_seconds: float = 1.0,
