@@ -4,7 +4,8 @@ The kernel is in :mod:`attnlib.fused_kernel`; this module says what it can
 take, lays the tensors out for it, picks its tile sizes and launches it.
 
 - On CUDA it runs natively, with autotuned tile sizes, and ``backend="auto"``
-  picks it first.
+  picks it first. fp16 and bf16 use tensor cores from sm_80 on; fp32 inputs
+  are multiplied in full fp32, on the ordinary FMA units.
 - On the CPU it runs in Triton's interpreter (NumPy; slow; no bfloat16), for
   validation: ``backend="fused"`` runs it, ``backend="auto"`` never does.
 - ``import attnlib`` never imports Triton; without Triton this backend says so.
@@ -50,13 +51,18 @@ class TileConfig(NamedTuple):
 
 
 #: Every configuration the GPU autotuner may pick; the first of each list is
-#: the default. None spills registers at E = 64 or 128 (tests/test_fused_compile.py).
+#: the default. None spills registers at E = 64 or 128 in fp16 or bf16
+#: (tests/test_fused_compile.py).
 AUTOTUNE_CONFIGS = {
-    # sm_80 and newer: tl.dot runs on tensor cores (mma.sync; wgmma on sm_90).
-    "tensor_cores": (TileConfig(128, 64, 8, 3), TileConfig(64, 64, 4, 3), TileConfig(64, 32, 4, 3)),
+    # fp16/bf16 on sm_80 and newer: tl.dot runs on tensor cores (mma.sync;
+    # wgmma on sm_90). The last configuration, unpipelined, is the one that
+    # still fits the shared memory of any of these GPUs at E = 256.
+    "tensor_cores": (TileConfig(128, 64, 8, 3), TileConfig(64, 64, 4, 3), TileConfig(64, 32, 4, 3),
+                     TileConfig(64, 32, 4, 1)),
     # Below sm_80 (Colab's T4 is sm_75) Triton >= 3.3 computes tl.dot with FMA
-    # instructions, not tensor cores, and pipelines no loads: smaller tiles
-    # keep the fp32 products in registers.
+    # instructions, not tensor cores, and pipelines no loads; so does any GPU
+    # for fp32 inputs, which the kernel multiplies in IEEE fp32 (no TF32).
+    # Smaller tiles keep the fp32 products in registers.
     "fma": (TileConfig(64, 16, 8, 1), TileConfig(32, 32, 8, 1)),
 }
 #: Queries up to this many (decoding, short prompts) are tuned on their own,
@@ -68,9 +74,10 @@ ON_THE_CPU = ("on the CPU the kernel runs only in Triton's interpreter, slowly, 
 INTERPRETER_BLOCKS = (32, 32)
 
 
-def autotune_configs(capability: tuple[int, int], query_len: int) -> tuple[str, tuple[TileConfig, ...]]:
+def autotune_configs(capability: tuple[int, int], query_len: int,
+                     dtype: torch.dtype) -> tuple[str, tuple[TileConfig, ...]]:
     """The configurations the autotuner picks from on a GPU of ``capability``, and their list's name."""
-    if capability < (8, 0):
+    if capability < (8, 0) or dtype == torch.float32:
         return "fma", AUTOTUNE_CONFIGS["fma"]
     if query_len <= SHORT_QUERY_ROWS:
         short = tuple(c for c in AUTOTUNE_CONFIGS["tensor_cores"] if c.block_m <= SHORT_QUERY_ROWS)
@@ -176,13 +183,13 @@ def kernel_module():
 _autotuned: dict[str, object] = {}
 
 
-def _autotuned_kernel(capability: tuple[int, int], query_len: int):
+def _autotuned_kernel(capability: tuple[int, int], query_len: int, dtype: torch.dtype):
     """The compiled kernel under Triton's autotuner.
 
     It tunes again when a head width, the causal flag or the kind of mask
     changes; Triton adds the tensors' dtypes to that key.
     """
-    name, configs = autotune_configs(capability, query_len)
+    name, configs = autotune_configs(capability, query_len, dtype)
     if name not in _autotuned:
         import triton
 
@@ -293,7 +300,7 @@ def _launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
     if device.type == "cpu":
         arguments.update(zip(("BLOCK_M", "BLOCK_N"), blocks or INTERPRETER_BLOCKS))
     elif blocks is None:
-        kernel = _autotuned_kernel(torch.cuda.get_device_capability(device), problem.query_len)
+        kernel = _autotuned_kernel(torch.cuda.get_device_capability(device), problem.query_len, problem.query.dtype)
         arguments.update(COMPILE_OPTIONS)
     else:
         arguments.update(BLOCK_M=blocks[0], BLOCK_N=blocks[1], **COMPILE_OPTIONS)

@@ -86,8 +86,8 @@ def compile_cases() -> list[CompileCase]:
     and the default configuration with a causal mask at E = 128."""
     cases = []
     for capability, dtypes in GPU_TARGETS.items():
-        _, configs = fused.autotune_configs(divmod(capability, 10), query_len=1024)
         for dtype in dtypes:
+            _, configs = fused.autotune_configs(divmod(capability, 10), 1024, getattr(torch, dtype))
             cases += [CompileCase(capability, dtype, d, c) for d in CHECKED_HEAD_DIMS for c in configs]
             cases.append(CompileCase(capability, dtype, max(CHECKED_HEAD_DIMS), configs[0], is_causal=True))
     return cases

@@ -9,6 +9,7 @@ this test process may have Triton in interpreting mode (test_fused_interpreter.p
 With pytest-xdist, ``--dist loadfile`` keeps that to one child process.
 """
 import pytest
+import torch
 
 from attnlib import fused, fused_compile
 
@@ -29,7 +30,7 @@ def test_the_checks_cover_every_target_dtype_and_configuration():
     assert targets == {(75, "float16"), (80, "float16"), (80, "bfloat16"), (90, "float16"), (90, "bfloat16")}
     for capability, dtype in targets:
         configs = {case.config for case in CASES if (case.capability, case.dtype) == (capability, dtype)}
-        assert configs == set(fused.autotune_configs(divmod(capability, 10), 1024)[1])
+        assert configs == set(fused.autotune_configs(divmod(capability, 10), 1024, getattr(torch, dtype))[1])
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
