@@ -60,9 +60,9 @@ AUTOTUNE_CONFIGS = {
     "tensor_cores": (TileConfig(128, 64, 8, 3), TileConfig(64, 64, 4, 3), TileConfig(64, 32, 4, 3),
                      TileConfig(64, 32, 4, 1)),
     # Below sm_80 (Colab's T4 is sm_75) Triton >= 3.3 computes tl.dot with FMA
-    # instructions, not tensor cores, and pipelines no loads; so does any GPU
-    # for fp32 inputs, which the kernel multiplies in IEEE fp32 (no TF32).
-    # Smaller tiles keep the fp32 products in registers.
+    # instructions, not tensor cores, and pipelines no loads. fp32 inputs,
+    # multiplied in IEEE fp32 (no TF32), take FMA instructions on every GPU.
+    # Small tiles keep the fp32 products in registers.
     "fma": (TileConfig(64, 16, 8, 1), TileConfig(32, 32, 8, 1)),
 }
 #: Queries up to this many (decoding, short prompts) are tuned on their own,
