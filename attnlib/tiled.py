@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -174,6 +175,64 @@ def _zero_where_nothing_seen(m: torch.Tensor) -> torch.Tensor:
     return torch.where(m == float("-inf"), torch.zeros((), dtype=m.dtype, device=m.device), m)
 
 
+def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query rows ``i0:i1`` against all their key blocks: output ``(N, G*bq, Ev)`` and lse ``(N, G*bq, 1)``."""
+    n, value_dim = tiles.rows, tiles.value.shape[-1]
+    dtype, device = tiles.dtype, tiles.key.device
+    query = tiles.query_block(i0, i1)  # (N, G*bq, E), already times scale
+    rows = query.shape[1]
+    # State per query row before any key: m = -inf, l = 0, acc = 0.
+    m = torch.full((n, rows, 1), float("-inf"), dtype=dtype, device=device)
+    l = torch.zeros((n, rows, 1), dtype=dtype, device=device)
+    acc = torch.zeros((n, rows, value_dim), dtype=dtype, device=device)
+    for j0, j1 in tiles.key_blocks(i0, i1, block_k):
+        key, value = tiles.key_value_block(j0, j1)
+        scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)  # (N, G*bq, bk)
+        m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (eq-online-max)
+        shift = _zero_where_nothing_seen(m_new)
+        correction = torch.exp(m - shift)  # how much the old state shrinks
+        weights = scores.sub_(shift).exp_()  # unnormalised, in place of the scores
+        l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq-online-sum)
+        acc = acc.mul_(correction).add_(weights @ value)  # (eq-online-acc)
+        m = m_new
+    # (eq-normalise): a row that saw no allowed key has l = 0 and acc = 0; it stays 0.
+    output = acc / torch.where(l > 0, l, torch.ones_like(l))
+    return output, m + torch.log(l)  # (eq-lse)
+
+
+def _for_each_query_block(work, starts: range, device: torch.device) -> None:
+    """Call ``work(i0)`` for every query block start in ``starts``.
+
+    Query blocks never read each other's state, so they may run at the same
+    time, as a GPU runs each one as its own program. On a CPU with several
+    cores, each core takes whole blocks in a thread of its own while torch
+    runs every operation on one core: the cores then never wait for each
+    other inside the many small operations of a tile (on a machine busy with
+    other work, such waits stall every operation). torch's thread count is
+    process-wide, so it is 1 during the call and restored afterwards. With
+    one core or one block, on other devices, or while a torch dispatch mode
+    watches the operations (modes are per thread; see
+    :mod:`attnlib.intermediates`), the blocks run in order in this thread.
+    """
+    cores = torch.get_num_threads()
+    watched = torch._C._len_torch_dispatch_stack() > 0
+    if device.type != "cpu" or cores == 1 or len(starts) <= 1 or watched:
+        for i0 in starts:
+            work(i0)
+        return
+
+    def work_without_grad(i0):  # grad mode is per thread too
+        with torch.no_grad():
+            work(i0)
+
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=min(cores, len(starts))) as pool:
+            list(pool.map(work_without_grad, starts))
+    finally:
+        torch.set_num_threads(cores)
+
+
 def _forward(tiles: _Tiles, block_q: int, block_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Outputs ``(N, G, L, Ev)`` and log-sum-exp ``(N, G, L)``, both in the compute dtype."""
     n, group, length = tiles.rows, tiles.group, tiles.query_len
@@ -181,28 +240,14 @@ def _forward(tiles: _Tiles, block_q: int, block_k: int) -> tuple[torch.Tensor, t
     device = tiles.key.device
     output = torch.empty(n, group, length, value_dim, dtype=tiles.dtype, device=device)
     lse = torch.empty(n, group, length, dtype=tiles.dtype, device=device)
-    for i0 in range(0, length, block_q):
+
+    def attend(i0: int) -> None:
         i1 = min(i0 + block_q, length)
-        query = tiles.query_block(i0, i1)  # (N, G*bq, E), already times scale
-        rows = query.shape[1]
-        # State per query row before any key: m = -inf, l = 0, acc = 0.
-        m = torch.full((n, rows, 1), float("-inf"), dtype=tiles.dtype, device=device)
-        l = torch.zeros((n, rows, 1), dtype=tiles.dtype, device=device)
-        acc = torch.zeros((n, rows, value_dim), dtype=tiles.dtype, device=device)
-        for j0, j1 in tiles.key_blocks(i0, i1, block_k):
-            key, value = tiles.key_value_block(j0, j1)
-            scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)  # (N, G*bq, bk)
-            m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (eq-online-max)
-            shift = _zero_where_nothing_seen(m_new)
-            correction = torch.exp(m - shift)  # how much the old state shrinks
-            weights = scores.sub_(shift).exp_()  # unnormalised, in place of the scores
-            l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq-online-sum)
-            acc = acc.mul_(correction).add_(weights @ value)  # (eq-online-acc)
-            m = m_new
-        # (eq-normalise): a row that saw no allowed key has l = 0 and acc = 0; it stays 0.
-        block_output = acc / torch.where(l > 0, l, torch.ones_like(l))
+        block_output, block_lse = _attend_query_block(tiles, i0, i1, block_k)
         output[:, :, i0:i1] = block_output.view(n, group, i1 - i0, value_dim)
-        lse[:, :, i0:i1] = (m + torch.log(l)).view(n, group, i1 - i0)  # (eq-lse)
+        lse[:, :, i0:i1] = block_lse.view(n, group, i1 - i0)
+
+    _for_each_query_block(attend, range(0, length, block_q), device)
     return output, lse
 
 

@@ -261,18 +261,37 @@ def test_gqa_never_copies_keys_or_values_per_query_head():
 
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_largest_intermediate_is_one_tile_not_the_score_matrix(is_causal):
-    heads, n, width, block_q, block_k = 4, 512, 16, 32, 64
+    heads, n, width, block_q, block_k = 4, 512, 16, 128, 256
     q, k, v = (randn(1, heads, n, width, dtype=torch.float32, seed=s).requires_grad_() for s in range(3))
 
     def forward_and_backward():
         tiled.attention(q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k).sum().backward()
 
+    one_tile = 4 * heads * block_q * block_k  # float32 scores of one tile; larger than the output here
+    assert one_tile > 4 * heads * n * width
+    with torch.no_grad():
+        _, forward_largest = largest_intermediate(
+            tiled.attention, q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k)
     _, largest = largest_intermediate(forward_and_backward)
-    bound = 4 * max(heads * block_q * block_k, heads * n * width)  # one tile of scores, or one output
-    assert largest.nbytes <= bound
+    for allocation in (forward_largest, largest):
+        assert allocation.nbytes == one_tile and allocation.shape == (heads, block_q, block_k)
     _, naive_largest = largest_intermediate(
         attnlib.scaled_dot_product_attention, q.detach(), k.detach(), v.detach(), backend="naive")
-    assert naive_largest.nbytes == 4 * heads * n * n  # the counter does see the naive score matrix
+    assert naive_largest.nbytes == 4 * heads * n * n
+
+
+def test_query_blocks_on_threads_match_blocks_in_order_and_restore_the_thread_count():
+    q, k, v, kwargs, _ = make_case(2, 4, 2, 300, 200, 16, 8, "causal_br", dtype=torch.float32)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # one core: the blocks run in order in this thread
+        in_order = tiled.attention(q, k, v, block_q=32, block_k=64, **kwargs)
+        torch.set_num_threads(2)  # two cores: one thread per core takes whole query blocks
+        on_threads = tiled.attention(q, k, v, block_q=32, block_k=64, **kwargs)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert max_error(on_threads, in_order) < 1e-6
 
 
 def test_dispatch_selects_tiled_by_name_and_for_large_problems():
