@@ -34,9 +34,10 @@ import torch
 from .problem import AttentionProblem, check_problem
 
 NAME = "tiled"
-#: Query rows per tile (per query head). With ``DEFAULT_BLOCK_K`` this was
-#: the fastest pair on a 2-core CPU in ``benchmarks/tiled_block_sizes.py``;
-#: a tile of 8 heads is then 4 MiB of fp32 scores.
+#: Query rows per tile (per query head). With ``DEFAULT_BLOCK_K`` this pair
+#: is within a few percent of the fastest on a 2-core CPU in
+#: ``benchmarks/tiled_block_sizes.py``, with a smaller tile than the larger
+#: pairs there: 4 MiB of fp32 scores for 8 heads.
 DEFAULT_BLOCK_Q = 256
 #: Keys per tile.
 DEFAULT_BLOCK_K = 512
