@@ -104,6 +104,18 @@ def test_one_dimensional_key_mask(kind):
     assert max_error(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None])) < TOL[torch.float64]
 
 
+def test_non_contiguous_inputs_in_batch_length_head_layout():
+    q, k, v = (randn(2, 11, 4, 8, seed=s).transpose(1, 2) for s in range(3))  # (B, H, L, E) views
+    for x in (q, k, v):
+        x.requires_grad_()
+    out = tiled.attention(q, k, v, is_causal=True, block_q=4, block_k=3)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert max_error(out.detach(), expected.detach()) < TOL[torch.float64]
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    expected_grads = torch.autograd.grad(expected.sum(), (q, k, v))
+    assert all(max_error(g, r) < 1e-12 for g, r in zip(grads, expected_grads))
+
+
 def test_explicit_scale_matches_torch():
     q, k, v, _, _ = make_case(1, 2, 2, 6, 9, 8, 4, "none")
     out = tiled.attention(q, k, v, scale=0.37, block_q=4, block_k=4)
