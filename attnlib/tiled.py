@@ -83,8 +83,8 @@ class _Tiles:
 
     ``query`` is ``(N, G, L, E)`` with ``N = batch * Hkv``; ``key`` and
     ``value`` are ``(N, S, E)`` and ``(N, S, Ev)``, views of the caller's
-    tensors (no per-query-head copy). ``tile_*`` methods hand out one block,
-    cast to the compute dtype, with masked positions already applied.
+    tensors (no per-query-head copy). The methods hand out one block at a
+    time, cast to the compute dtype, and apply the mask to a tile of scores.
     """
 
     def __init__(self, problem: AttentionProblem, query, key, value):
@@ -114,9 +114,7 @@ class _Tiles:
             seen = allowed.any(dim=-2, keepdim=True).expand(*full[:-2], 1, self.key_len)
             seen = seen.unflatten(-3, (kv_heads, self.group)).any(dim=-3)
             self.key_seen = seen.reshape(self.rows, self.key_len, 1)
-        elif self.causal and self.query_len - 1 + self.offset < self.key_len - 1:
-            last_seen = self.query_len - 1 + self.offset
-            self.key_seen = (torch.arange(self.key_len, device=key.device) <= last_seen)[:, None]
+        # With a causal mask no key block past the last query's diagonal is ever loaded (key_blocks).
 
     def query_block(self, i0: int, i1: int) -> torch.Tensor:
         """``scale * Q`` rows ``i0:i1`` of every head of a group, stacked: ``(N, G*bq, E)``."""
@@ -137,11 +135,12 @@ class _Tiles:
         """Start and end of each key block that query rows ``i0:i1`` may see.
 
         With a causal mask, blocks entirely right of the diagonal are skipped:
-        their weights are all 0, so they would change nothing.
+        their weights are all 0, so they would change nothing. The last row,
+        ``i1 - 1``, sees keys up to ``i1 - 1 + offset``.
         """
         stop = self.key_len
         if self.causal:
-            stop = min(stop, max(0, i1 - 1 + self.offset + 1))
+            stop = min(stop, max(0, i1 + self.offset))
         for j0 in range(0, stop, block_k):
             yield j0, min(j0 + block_k, stop)
 
