@@ -138,11 +138,24 @@ class _Tiles:
         their weights are all 0, so they would change nothing. The last row,
         ``i1 - 1``, sees keys up to ``i1 - 1 + offset``.
         """
-        stop = self.key_len
-        if self.causal:
-            stop = min(stop, max(0, i1 + self.offset))
+        stop = self.keys_reached(i1)
         for j0 in range(0, stop, block_k):
             yield j0, min(j0 + block_k, stop)
+
+    def keys_reached(self, i1: int) -> int:
+        """How many keys (from the first) query rows before ``i1`` may see: all, unless causal."""
+        return min(self.key_len, max(0, i1 + self.offset)) if self.causal else self.key_len
+
+    def query_blocks_seeing(self, j0: int, block_q: int):
+        """Start, end and keys reached of each query block whose rows may see key ``j0``.
+
+        The mirror of :meth:`key_blocks`: it visits the same tiles, from the
+        side of the key block.
+        """
+        for i0 in range(0, self.query_len, block_q):
+            i1 = min(i0 + block_q, self.query_len)
+            if j0 < self.keys_reached(i1):
+                yield i0, i1, self.keys_reached(i1)
 
     def mask_scores(self, scores: torch.Tensor, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
         """Add the float mask and set forbidden scores to ``-inf``, in place; ``scores (N, G*bq, bk)``."""
@@ -200,15 +213,16 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[
     return output, m + torch.log(l)  # (eq-lse)
 
 
-def _for_each_query_block(work, starts: range, device: torch.device) -> None:
-    """Call ``work(i0)`` for every query block start in ``starts``.
+def _for_each_block(work, starts: range, device: torch.device) -> None:
+    """Call ``work(start)`` for every block start in ``starts``; the calls must be independent.
 
-    Query blocks never read each other's state, so they may run at the same
-    time, as a GPU runs each one as its own program. On a CPU with several
-    cores, each core takes whole blocks in a thread of its own while torch
-    runs every operation on one core: the cores then never wait for each
-    other inside the many small operations of a tile (on a machine busy with
-    other work, such waits stall every operation). torch's thread count is
+    The forward pass's query blocks never read each other's state (nor do
+    the backward pass's key blocks, or its query blocks), so they may run at
+    the same time, as a GPU runs each one as its own program. On a CPU with
+    several cores, each core takes whole blocks in a thread of its own while
+    torch runs every operation on one core: the cores then never wait for
+    each other inside the many small operations of a tile (on a machine busy
+    with other work, such waits stall every operation). torch's thread count is
     process-wide, so it is 1 during the call and restored afterwards. With
     one core or one block, on other devices, or while a torch dispatch mode
     watches the operations (modes are per thread; see
@@ -247,44 +261,71 @@ def _forward(tiles: _Tiles, block_q: int, block_k: int) -> tuple[torch.Tensor, t
         output[:, :, i0:i1] = block_output.view(n, group, i1 - i0, value_dim)
         lse[:, :, i0:i1] = block_lse.view(n, group, i1 - i0)
 
-    _for_each_query_block(attend, range(0, length, block_q), device)
+    _for_each_block(attend, range(0, length, block_q), device)
     return output, lse
+
+
+def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int, j1: int):
+    """Recompute tile ``(i, j)``: its key block, weights ``P`` and score gradients ``dS``, ``(N, G*bq, bk)``.
+
+    ``rows`` holds query block ``i``'s ``scale * Q``, ``dO``, ``lse`` and ``D``.
+    """
+    query, grad_out, block_lse, block_row_term = rows
+    key, value = tiles.key_value_block(j0, j1)
+    scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)
+    weights = scores.sub_(block_lse).exp_()  # P = exp(S - lse), the forward's weights (eq-weights-from-lse)
+    grad_scores = weights * (grad_out @ value.mT - block_row_term)  # dS = P * (dP - D), dP = dO V^T
+    return key, weights, grad_scores
 
 
 def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, block_k: int):
     """Gradients ``dQ (N, G, L, E)``, ``dK (N, S, E)``, ``dV (N, S, Ev)`` from the saved ``lse``.
 
-    For each tile: ``P = exp(S - lse)`` (the forward's normalised weights,
-    recomputed), ``dV += P^T dO``, ``dP = dO V^T``,
-    ``dS = P * (dP - D)`` with ``D = rowsum(dO * O) - dlse``,
-    ``dQ += scale * dS K`` and ``dK += dS^T (scale * Q)``. The rows of a
+    Per tile (eq-tiled-backward): ``P = exp(S - lse)``, ``dP = dO V^T``,
+    ``dS = P * (dP - D)`` with ``D = rowsum(dO * O) - dlse``, then
+    ``dV_j += P^T dO_i``, ``dK_j += dS^T (scale * Q_i)`` and
+    ``dQ_i += scale * dS K_j``. Two sweeps keep every block's sums in one
+    place: over key blocks for ``dK`` and ``dV`` (each visiting the query
+    blocks that see it), then over query blocks for ``dQ``. The rows of a
     group sum into their shared ``dK`` and ``dV`` through the matrix products.
     """
-    n, group = tiles.rows, tiles.group
+    n = tiles.rows
     dtype, device = tiles.dtype, tiles.key.device
-    grad_query = torch.zeros(tiles.query.shape, dtype=dtype, device=device)
-    grad_key = torch.zeros(tiles.key.shape, dtype=dtype, device=device)
-    grad_value = torch.zeros(tiles.value.shape, dtype=dtype, device=device)
+    grad_query = torch.empty(tiles.query.shape, dtype=dtype, device=device)
+    grad_key = torch.empty(tiles.key.shape, dtype=dtype, device=device)
+    grad_value = torch.empty(tiles.value.shape, dtype=dtype, device=device)
     # A row with no allowed key has lse = -inf; +inf makes every weight exp(S - inf) = 0.
     lse = torch.where(lse == float("-inf"), float("inf"), lse)
     row_term = (grad_output.to(dtype) * output).sum(dim=-1) - grad_lse.to(dtype)  # D, (N, G, L)
-    for i0 in range(0, tiles.query_len, block_q):
+
+    def rows_of(i0: int, i1: int) -> tuple:
+        stacked = (n, -1, 1)
+        return (tiles.query_block(i0, i1), grad_output[:, :, i0:i1].to(dtype).reshape(n, -1, grad_output.shape[-1]),
+                lse[:, :, i0:i1].reshape(stacked), row_term[:, :, i0:i1].reshape(stacked))
+
+    def key_and_value_gradients(j0: int) -> None:
+        j1 = min(j0 + block_k, tiles.key_len)
+        grad_key_block = torch.zeros((n, j1 - j0, tiles.key.shape[-1]), dtype=dtype, device=device)
+        grad_value_block = torch.zeros((n, j1 - j0, tiles.value.shape[-1]), dtype=dtype, device=device)
+        for i0, i1, reached in tiles.query_blocks_seeing(j0, block_q):
+            end = min(j1, reached)  # the same tile as the forward pass: no key past the diagonal
+            rows = rows_of(i0, i1)
+            _, weights, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, end)
+            grad_value_block[:, : end - j0] += weights.mT @ rows[1]
+            grad_key_block[:, : end - j0] += grad_scores.mT @ rows[0]
+        grad_key[:, j0:j1], grad_value[:, j0:j1] = grad_key_block, grad_value_block
+
+    def query_gradients(i0: int) -> None:
         i1 = min(i0 + block_q, tiles.query_len)
-        query = tiles.query_block(i0, i1)
-        rows = query.shape[1]
-        grad_out = grad_output[:, :, i0:i1].to(dtype).reshape(n, rows, -1)
-        block_lse = lse[:, :, i0:i1].reshape(n, rows, 1)
-        block_row_term = row_term[:, :, i0:i1].reshape(n, rows, 1)
-        grad_query_block = torch.zeros_like(query)
+        rows = rows_of(i0, i1)
+        grad_query_block = torch.zeros_like(rows[0])
         for j0, j1 in tiles.key_blocks(i0, i1, block_k):
-            key, value = tiles.key_value_block(j0, j1)
-            scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)
-            weights = scores.sub_(block_lse).exp_()  # P, exactly the forward's weights
-            grad_value[:, j0:j1] += weights.mT @ grad_out
-            grad_scores = weights * (grad_out @ value.mT - block_row_term)
+            key, _, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, j1)
             grad_query_block += grad_scores @ key
-            grad_key[:, j0:j1] += grad_scores.mT @ query
-        grad_query[:, :, i0:i1] = grad_query_block.view(n, group, i1 - i0, -1) * tiles.scale
+        grad_query[:, :, i0:i1] = grad_query_block.view(n, tiles.group, i1 - i0, -1) * tiles.scale
+
+    _for_each_block(key_and_value_gradients, range(0, tiles.key_len, block_k), device)
+    _for_each_block(query_gradients, range(0, tiles.query_len, block_q), device)
     return grad_query, grad_key, grad_value
 
 
