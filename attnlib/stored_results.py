@@ -1,23 +1,23 @@
-"""The results that ``benchmarks/`` scripts store, for the chapters to plot.
+"""The results that ``benchmarks/`` scripts store, for the chapters to show.
 
-In a checkout of the repository they are read from ``benchmarks/results/``;
-where only the notebook is at hand (Colab) they are fetched from the book's
-repository.
+They live inside the package, in ``attnlib/results/``, so that an install
+from git (Colab) carries them: a chapter never downloads anything.
 """
 from __future__ import annotations
 
 import json
 import pathlib
-import urllib.request
 
-REPOSITORY_RAW = "https://raw.githubusercontent.com/attnlib/sdpa-executable/main"
-LOCAL = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
 def load(name: str) -> dict:
-    """The stored JSON ``benchmarks/results/<name>``, with its ``machine`` and ``date``."""
-    local = LOCAL / name
-    if local.exists():
-        return json.loads(local.read_text())
-    with urllib.request.urlopen(f"{REPOSITORY_RAW}/benchmarks/results/{name}", timeout=30) as response:
-        return json.load(response)
+    """The stored JSON ``attnlib/results/<name>``, with its ``machine`` and ``date``."""
+    path = RESULTS / name
+    if not path.is_file():
+        stored = sorted(p.name for p in RESULTS.glob("*.json"))
+        raise FileNotFoundError(
+            f"name must be one of the stored results {stored}, got {name!r}; "
+            "the scripts in benchmarks/ write them"
+        )
+    return json.loads(path.read_text())

@@ -7,7 +7,7 @@ autotune configuration for sm_75, sm_80 and sm_90, fp16 and bf16, head widths
 64 and 128) without a GPU, prints arch, dtype, d, block sizes, warps,
 stages, registers, spills, shared memory, the tensor-core instruction and the number of
 hardware exp2 instructions (``ex2.approx``) in the PTX,
-and writes ``benchmarks/results/compile_table.json`` (with the Triton,
+and writes ``attnlib/results/compile_table.json`` (with the Triton,
 PyTorch and Python versions and the date) and a PTX excerpt for Chapter 9.
 About a minute on one core.
 """
@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import datetime
 import json
-import pathlib
 import platform
 
 import torch
 import triton
 
-from attnlib import fused, fused_compile
+from attnlib import fused, fused_compile, stored_results
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "compile_table.json"
+RESULTS = stored_results.RESULTS / "compile_table.json"
 COLUMNS = ("arch", "dtype", "d", "causal", "BLOCK_M", "BLOCK_N", "warps", "stages", "registers",
            "spill stores", "spill loads", "shared KiB", "tensor cores", "ex2")
 

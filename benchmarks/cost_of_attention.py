@@ -9,7 +9,7 @@ a fresh process (see ``measure.py``): time per call (median and best of the
 repeats) and peak extra memory. The methods take turns at each size so that
 a busy spell on a shared machine does not fall on one of them only. Prints
 the table with tiled's ratios to torch and naive and writes
-``results/cost_of_attention.json`` with the machine and date.
+``attnlib/results/cost_of_attention.json`` with the machine and date.
 """
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ import pathlib
 
 from measure import METHODS, machine, measure
 
-RESULTS = pathlib.Path(__file__).parent / "results" / "cost_of_attention.json"
+from attnlib import stored_results
+
+RESULTS = stored_results.RESULTS / "cost_of_attention.json"
 HEADS = 8
 TARGETS = {"tiled/torch throughput at n=4096": 0.6, "tiled speed-up over naive at n=4096": 2.5,
            "naive/tiled peak memory at n=8192": 8.0}

@@ -15,7 +15,7 @@ TFLOP/s = 4 n^2 d (batch x heads) / time, halved for causal (the masked half
 is skipped, not computed). The problem keeps 16384 tokens and a model width
 of 2048 fixed: batch = 16384 / n, heads = 2048 / d. Each fused output is
 checked against the flash (else math) output first. It prints a table with
-the fused/flash ratio and writes ``benchmarks/results/fused_gpu_<gpu>.json``
+the fused/flash ratio and writes ``attnlib/results/fused_gpu_<gpu>.json``
 with the GPU's name, the driver, the versions and the date. A few minutes on
 an A100 or H100; the first call of each shape includes the autotuning.
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import pathlib
 import platform
 import re
 import subprocess
@@ -32,14 +31,14 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attnlib import fused
+from attnlib import fused, stored_results
 
 TOKENS, MODEL_WIDTH = 16384, 2048
 LENGTHS = (1024, 2048, 4096, 8192, 16384)
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 METHODS = ("fused", "flash", "math")
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+RESULTS = stored_results.RESULTS
 
 
 def forward_flops(batch: int, heads: int, n: int, d: int, causal: bool) -> float:

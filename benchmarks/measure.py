@@ -52,7 +52,6 @@ def machine() -> dict:
 
 
 def _call(method: str, block_q: int | None, block_k: int | None):
-    import torch
     import torch.nn.functional as F
 
     import attnlib

@@ -8,7 +8,7 @@ peak of the memory tracemalloc traces during the sweep (NumPy's arrays, which
 are the estimator's working memory, and Python objects, including modules
 imported on first use) and the process's peak resident memory (interpreter and
 libraries included). Prints them with the largest relative deviation of
-Var/d_k from 1 and its 95% interval, and writes results/montecarlo_sweep.json
+Var/d_k from 1 and its 95% interval, and writes attnlib/results/montecarlo_sweep.json
 with the machine and date.
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ import tracemalloc
 
 from measure import machine
 
-from attnlib import montecarlo
+from attnlib import montecarlo, stored_results
 
-RESULTS = pathlib.Path(__file__).parent / "results" / "montecarlo_sweep.json"
+RESULTS = stored_results.RESULTS / "montecarlo_sweep.json"
 
 
 def main() -> None:

@@ -6,22 +6,21 @@ Times ``attnlib.tiled.attention`` at n = 4096 (d = 64, 8 heads, float32)
 for every pair of query and key block sizes below. The pairs take turns,
 round after round, and each keeps its best time, so that a busy spell of a
 shared machine does not fall on one pair only. Writes
-``results/tiled_block_sizes.json`` with the machine and date.
+``attnlib/results/tiled_block_sizes.json`` with the machine and date.
 ``DEFAULT_BLOCK_Q`` and ``DEFAULT_BLOCK_K`` in ``attnlib/tiled.py`` were
 chosen from this run.
 """
 from __future__ import annotations
 
 import json
-import pathlib
 import time
 
 import torch
 
-from attnlib import tiled
+from attnlib import stored_results, tiled
 from measure import machine
 
-RESULTS = pathlib.Path(__file__).parent / "results" / "tiled_block_sizes.json"
+RESULTS = stored_results.RESULTS / "tiled_block_sizes.json"
 N, D, HEADS, ROUNDS = 4096, 64, 8, 5
 BLOCK_Q = (64, 128, 256, 512)
 BLOCK_K = (128, 256, 512, 1024)
