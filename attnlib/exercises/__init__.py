@@ -6,7 +6,8 @@ A student computes an answer in a notebook (in Colab or locally) and runs
 
 which says whether the answer is right and, when it is not, what is off.
 Each checker is registered under the label of its exercise in the chapter,
-with a ``prompt`` that says what ``answer`` must be.
+with a ``prompt`` that says what ``answer`` must be; the checkers of chapter
+NN live in ``attnlib/exercises/chNN.py`` and are registered on import.
 
 ``python -m attnlib.exercises student-edition OUT`` writes the chapters
 without their solutions, with a check cell after each exercise that has a
@@ -24,7 +25,6 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from .attention import attention_weights, scaled_dot_product_attention
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,14 @@ def check(exercise: str, answer: Any) -> Feedback:
     return feedback
 
 
-def _as_array(x, name: str, shape: tuple[int, ...]) -> np.ndarray:
+def as_array(x, name: str, shape: tuple[int, ...]) -> np.ndarray:
     array = np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=float)
     if array.shape != shape:
         raise ValueError(f"{name} should have shape {shape}, got {array.shape}")
     return array
 
 
-def _compare(name: str, got: np.ndarray, expected: np.ndarray, tolerance: float) -> tuple[bool, str]:
+def compare(name: str, got: np.ndarray, expected: np.ndarray, tolerance: float) -> tuple[bool, str]:
     error = np.abs(got - expected)
     if np.all(error <= tolerance):
         return True, f"{name} matches to within {tolerance:g}."
@@ -92,53 +92,6 @@ def _compare(name: str, got: np.ndarray, expected: np.ndarray, tolerance: float)
         f"{name} is off by {error[worst]:.3g} at index {tuple(int(i) for i in worst)} "
         f"(you have {got[worst]:.4f}); recheck that entry."
     )
-
-
-# The worked example of Chapter 1; query rows 2 and 3 are the chapter's own choice.
-_EXAMPLE_Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
-_EXAMPLE_K = torch.tensor([[1.0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.float64)
-_EXAMPLE_V = torch.tensor([[1.0, 0], [0, 1], [1, 1]], dtype=torch.float64)
-
-
-@checker("ex-01-row-two", "a pair (weights, output): query 2's three weights and its 2-vector output")
-def _row_two(answer):
-    weights, output = answer
-    expected_weights = attention_weights(_EXAMPLE_Q, _EXAMPLE_K)[1].numpy()
-    expected_output = scaled_dot_product_attention(_EXAMPLE_Q, _EXAMPLE_K, _EXAMPLE_V)[1].numpy()
-    ok_w, msg_w = _compare("weights", _as_array(weights, "weights", (3,)), expected_weights, 5e-3)
-    if not ok_w:
-        return False, msg_w + " The scaled scores of query 2 are 0.5, 0.5, 0."
-    ok_o, msg_o = _compare("output", _as_array(output, "output", (2,)), expected_output, 5e-3)
-    return ok_o, msg_w + " " + msg_o
-
-
-@checker("ex-01-shift-scale", "a pair (small, large): row 1's weights for factors c -> 0 and c -> infinity")
-def _shift_scale(answer):
-    small, large = (_as_array(x, name, (3,)) for x, name in zip(answer, ("small", "large")))
-    ok_s, msg_s = _compare("the c -> 0 limit", small, np.full(3, 1 / 3), 1e-3)
-    if not ok_s:
-        return False, msg_s + " Hint: with all scores near 0 every key looks alike."
-    ok_l, msg_l = _compare("the c -> infinity limit", large, np.array([0.0, 0.0, 1.0]), 1e-3)
-    return ok_l, msg_s + " " + msg_l + ("" if ok_l else " Hint: which score is largest?")
-
-
-@checker("ex-01-causal-numpy", "the 3 x 3 causal weight matrix of the worked example")
-def _causal_numpy(answer):
-    expected = attention_weights(_EXAMPLE_Q, _EXAMPLE_K, is_causal=True).numpy()
-    passed, message = _compare("the causal weights", _as_array(answer, "answer", (3, 3)), expected, 1e-6)
-    if not passed and np.any(np.triu(_as_array(answer, "answer", (3, 3)), k=1) != 0):
-        message += " Weights above the diagonal must be exactly 0: query i sees only keys j <= i."
-    return passed, message
-
-
-@checker("ex-01-value-width", "a pair (weights_shape, output_shape) for values of width 5")
-def _value_width(answer):
-    weights_shape, output_shape = (tuple(int(n) for n in shape) for shape in answer)
-    if weights_shape != (3, 3):
-        return False, f"the weights have shape {weights_shape}; they are one row per query, one column per key."
-    if output_shape != (3, 5):
-        return False, f"the output has shape {output_shape}; it has one row per query and the values' width."
-    return True, "Only step 4 sees the values, so only the output has their width."
 
 
 # --- the student edition -----------------------------------------------------
@@ -198,5 +151,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {path}")
 
 
-if __name__ == "__main__":
-    main()
+
+# Each chapter's checkers register themselves on import; they need the helpers above.
+from . import ch01  # noqa: E402,F401
