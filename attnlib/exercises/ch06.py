@@ -1,0 +1,76 @@
+"""Checkers for the exercises of Chapter 6, Heads and temperature."""
+import math
+
+import torch
+
+from ..heads import MultiHeadAttention, kv_cache_bytes
+from . import checker
+
+_GIB = 2**30
+
+
+@checker("ex-06-twelve-heads", "a pair (d_k, t_eff): the head width and the temperature hidden by dividing "
+                               "by sqrt(d_model), for d_model = 768 and 12 heads")
+def _twelve_heads(answer):
+    d_k, t_eff = (float(x) for x in answer)
+    if d_k != 768 / 12:
+        return False, f"d_k = {d_k:g} is not the head width: the 768 columns are cut into 12 equal heads."
+    expected = math.sqrt(768 / d_k)
+    if abs(t_eff - expected) <= 0.01:
+        return True, f"sqrt(d_model) = sqrt(d_k) * {expected:.4f}: every head's scores are flattened by that factor."
+    if abs(t_eff - 768 / d_k) <= 0.01:
+        return False, f"{t_eff:g} is the ratio of the widths; the denominators are their square roots."
+    return False, f"T_eff = {t_eff:.4f} does not satisfy sqrt(d_model) = sqrt(d_k) * T_eff; solve it for T_eff."
+
+
+@checker("ex-06-kv-cache", "a pair (gqa_gib, mha_gib): the KV cache in GiB with 8 key/value heads, and with 64")
+def _kv_cache(answer):
+    gqa, mha = (float(x) for x in answer)
+    results = []
+    for name, got, kv_heads in (("gqa_gib", gqa, 8), ("mha_gib", mha, 64)):
+        expected = kv_cache_bytes(80, kv_heads, 128, 32768, dtype=torch.bfloat16) / _GIB
+        if abs(got - expected) <= 1e-3 * expected:
+            results.append(f"{name} = {got:g} GiB.")
+            continue
+        hints = {expected / 2: "count both the keys and the values", 2 * expected: "bfloat16 takes 2 bytes a number",
+                 expected * _GIB / 1e9: "a GiB is 2**30 bytes, not 10**9"}
+        hint = next((text for value, text in hints.items() if abs(got - value) <= 1e-3 * value),
+                    "multiply layers, tokens, key/value heads, head width, 2 (keys and values) and bytes per number")
+        return False, f"{name} = {got:g} GiB is off: {hint}."
+    return True, " ".join(results) + " Only the key/value heads enter the cache."
+
+
+def _fold_hint(hot: MultiHeadAttention, folded: MultiHeadAttention) -> str:
+    temperature = hot.temperature
+    with torch.no_grad():
+        if torch.allclose(folded.q_proj.weight, hot.q_proj.weight * temperature):
+            return "you multiplied the query projection by T; dividing the scores by T divides the queries."
+        if folded.q_proj.bias is not None and torch.allclose(folded.q_proj.bias, hot.q_proj.bias):
+            return "divide the query projection's bias by T as well as its weight."
+    return "start from hot's state_dict and change only the query projection (weight and bias) of folded."
+
+
+@checker("ex-06-fold-temperature", "a pair (hot, folded) of MultiHeadAttention modules: hot with temperature "
+                                   "T != 1, folded with temperature 1 and hot's weights, query projection divided by T")
+def _fold_temperature(answer):
+    hot, folded = answer
+    for name, module in (("hot", hot), ("folded", folded)):
+        if not isinstance(module, MultiHeadAttention):
+            raise TypeError(f"{name} must be an attnlib MultiHeadAttention, got {type(module).__name__}")
+    if hot.temperature == 1.0:
+        return False, "hot must have a temperature other than 1, or there is nothing to fold."
+    if folded.temperature != 1.0:
+        return False, f"folded must keep temperature 1 (it has {folded.temperature:g}): T goes into the weights."
+    if (hot.d_model, hot.n_heads) != (folded.d_model, folded.n_heads):
+        return False, "hot and folded must have the same d_model and n_heads."
+    dtype = folded.q_proj.weight.dtype
+    if hot.q_proj.weight.dtype != dtype:
+        return False, f"hot and folded must have the same dtype, got {hot.q_proj.weight.dtype} and {dtype}."
+    x = torch.randn(2, 5, hot.d_model, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    with torch.no_grad():
+        gap = (hot(x) - folded(x)).abs().max().item()
+    tolerance = 1e-10 if dtype == torch.float64 else 1e-4
+    if gap <= tolerance:
+        return True, (f"the outputs agree to {gap:.1e}: (q / T) . k = (q . k) / T, so the weights alone "
+                      "cannot tell which denominator they were trained with.")
+    return False, f"the outputs differ by up to {gap:.3g}; " + _fold_hint(hot, folded)
