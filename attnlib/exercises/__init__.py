@@ -156,3 +156,6 @@ def main(argv: list[str] | None = None) -> None:
 from . import ch01  # noqa: E402,F401
 from . import ch05  # noqa: E402,F401
 from . import ch06  # noqa: E402,F401
+from . import ch07  # noqa: E402,F401
+from . import ch08  # noqa: E402,F401
+from . import ch09  # noqa: E402,F401

@@ -1,0 +1,76 @@
+"""Checkers for the exercises of Chapter 9, A fused kernel in Triton."""
+import math
+
+import numpy as np
+
+from . import as_array, checker, compare
+
+
+def _causal_tile_counts(n: int, block_m: int, block_n: int) -> np.ndarray:
+    """(unmasked, masked, skipped) key tiles of each query block in causal self-attention of length n.
+
+    As in the kernel: tiles before floor(first row's visible keys / block_n) are whole for every row,
+    tiles up to the last row's visible keys are masked, the rest are skipped.
+    """
+    tiles = math.ceil(n / block_n)
+    counts = []
+    for start in range(0, n, block_m):
+        last_row = min(start + block_m, n) - 1
+        visited = math.ceil((last_row + 1) / block_n)
+        whole = (start + 1) // block_n
+        counts.append((whole, visited - whole, tiles - visited))
+    return np.array(counts)
+
+
+@checker("ex-09-causal-tiles",
+         "a pair (counts, fraction): an 8 x 3 array of (unmasked, masked, skipped) key tiles per query block "
+         "for L = S = 1024, BLOCK_M = 128, BLOCK_N = 64, causal; and the fraction of the 128 tile pairs visited")
+def _causal_tiles(answer):
+    counts, fraction = answer
+    expected = _causal_tile_counts(1024, 128, 64)
+    got = as_array(counts, "counts", expected.shape)
+    for block, (row, right) in enumerate(zip(got, expected)):
+        if np.array_equal(row, right):
+            continue
+        if row.sum() != right.sum():
+            return False, f"block {block}: your counts add up to {row.sum():.0f}, not to the {right.sum()} key tiles."
+        return False, (f"block {block}: you have {tuple(int(x) for x in row)}; its first row sees keys "
+                       f"0..{128 * block} and its last row keys 0..{128 * block + 127}.")
+    visited = expected[:, :2].sum() / expected.sum()
+    got_fraction = float(as_array(fraction, "fraction", ()))
+    if abs(got_fraction - visited) <= 1e-3:
+        return True, f"{expected[:, :2].sum()} of {expected.sum()} tile pairs are visited."
+    near_half = abs(got_fraction - 0.5) < 1e-3
+    hint = " Half is the triangle; the diagonal tiles are computed whole." if near_half else ""
+    return False, f"the counts are right but the fraction {got_fraction:.4f} is not: visited tiles / all tiles.{hint}"
+
+
+@checker("ex-09-gqa-heads",
+         "the 8 numbers out[0, :, 0, 0], one per query head, for 8 query heads, 2 key/value heads, "
+         "value head 0 all 0 and value head 1 all 1")
+def _gqa_heads(answer):
+    got = as_array(answer, "answer", (8,))
+    query_heads, kv_heads = 8, 2
+    expected = np.array([h // (query_heads // kv_heads) for h in range(query_heads)], dtype=float)
+    passed, message = compare("the output per head", got, expected, 1e-3)
+    if not passed and np.allclose(got, np.arange(query_heads) % kv_heads, atol=1e-3):
+        message += " That is head h % 2; the kernel groups consecutive query heads."
+    return passed, message
+
+
+@checker("ex-09-key-lengths",
+         "a triple: fused.key_lengths of the padding mask, of the mask with a hole, and of the per-head mask "
+         "(each the lengths it returns, or None)")
+def _key_lengths(answer):
+    padding, with_hole, per_head = answer
+    if padding is None:
+        return False, "the padding mask is a prefix j < length in every row: it is pure key lengths."
+    lengths = as_array(padding, "padding", (2,))
+    passed, message = compare("the padding mask's lengths", lengths, np.array([7.0, 3.0]), 0)
+    if not passed:
+        return False, message
+    if with_hole is not None:
+        return False, "the mask with a hole was accepted; stopping at a length would let key 2 of sequence 0 in."
+    if per_head is not None:
+        return False, "the per-head mask was accepted; one length per sequence cannot differ between heads."
+    return True, "only the padding mask becomes lengths (7, 3); the other two need the mask loaded tile by tile."
