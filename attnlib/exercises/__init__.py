@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> None:
 
 # Each chapter's checkers register themselves on import; they need the helpers above.
 from . import ch01  # noqa: E402,F401
+from . import ch02  # noqa: E402,F401
+from . import ch03  # noqa: E402,F401
+from . import ch04  # noqa: E402,F401
 from . import ch05  # noqa: E402,F401
 from . import ch06  # noqa: E402,F401
 from . import ch07  # noqa: E402,F401
