@@ -61,6 +61,14 @@ def test_value_width_shapes():
     assert not exercises.check("ex-01-value-width", ((3, 3), (3, 2)))
 
 
+@pytest.mark.parametrize("label", sorted(exercises.CHECKERS))
+@pytest.mark.parametrize("junk", [..., None, 3, "x", [1, 2]], ids=["ellipsis", "none", "int", "str", "list"])
+def test_every_checker_turns_junk_into_feedback(label, junk):
+    """The student edition's placeholder ``answer = ...`` and other junk get 'not yet', never an exception."""
+    feedback = exercises.check(label, junk)
+    assert not feedback
+
+
 def test_unknown_exercise():
     with pytest.raises(ValueError, match=r"exercise must be one of .* got 'ex-99'"):
         exercises.check("ex-99", None)
@@ -79,6 +87,7 @@ def test_student_edition_drops_solutions_and_keeps_exercises(path):
     check_cells = ["".join(c["source"]) for c in student["cells"] if "student" in c["metadata"].get("tags", [])]
     assert len(check_cells) == len(checked)
     assert all(f"check({label!r}" in cell for label, cell in zip(checked, check_cells))
+    assert all("import attnlib.exercises\n" in cell for cell in check_cells)
 
 
 def test_strip_solutions_keeps_what_follows():

@@ -69,8 +69,8 @@ def check(exercise: str, answer: Any) -> Feedback:
         raise ValueError(f"exercise must be one of {sorted(CHECKERS)}, got {exercise!r}")
     try:
         passed, message = CHECKERS[exercise].grade(answer)
-    except (TypeError, ValueError) as exc:
-        passed, message = False, f"{exc}. Expected: {CHECKERS[exercise].prompt}"
+    except Exception as exc:  # a student's answer can be anything; say what was expected instead of crashing
+        passed, message = False, f"could not read the answer ({type(exc).__name__}: {exc}). Expected: {CHECKERS[exercise].prompt}"
     feedback = Feedback(exercise, passed, message)
     print(feedback)
     return feedback
@@ -108,6 +108,7 @@ def strip_solutions(markdown: str) -> str:
 def _check_cell(label: str) -> dict:
     source = (
         f"# {label}: {CHECKERS[label].prompt}\n"
+        "import attnlib.exercises\n"
         "answer = ...\n"
         f"attnlib.exercises.check({label!r}, answer)"
     )
@@ -153,12 +154,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Each chapter's checkers register themselves on import; they need the helpers above.
-from . import ch01  # noqa: E402,F401
-from . import ch02  # noqa: E402,F401
-from . import ch03  # noqa: E402,F401
-from . import ch04  # noqa: E402,F401
-from . import ch05  # noqa: E402,F401
-from . import ch06  # noqa: E402,F401
-from . import ch07  # noqa: E402,F401
-from . import ch08  # noqa: E402,F401
-from . import ch09  # noqa: E402,F401
+from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09  # noqa: E402,F401
