@@ -1,4 +1,5 @@
-"""Shared helpers for accuracy tests: a float64 reference and the kernel projects' tolerance.
+"""Shared helpers for accuracy tests: seeded inputs, a float64 reference, torch as a
+reference on masked rows, and the kernel projects' tolerance.
 
 The tolerance follows the practice of the kernel projects: a path is as
 accurate as it should be when its error against a float64 reference is at
@@ -8,6 +9,7 @@ absolute term for exact-zero cases.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 import attnlib
 
@@ -38,3 +40,22 @@ def assert_as_accurate_as_naive(output, query, key, value, attn_mask=None, *, sl
     assert err_path <= slack * err_naive + tiny, (
         f"error {err_path:.3e} exceeds {slack} x naive's {err_naive:.3e} + {tiny:.0e}"
     )
+
+
+def randn(*shape, dtype=torch.float64, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=generator, dtype=dtype)
+
+
+def causal_allowed(L, S, offset):
+    """Written independently of attnlib.masks: key j visible to query i iff j <= i + offset."""
+    return torch.ones(L, S, dtype=torch.bool).tril(diagonal=offset)
+
+
+def torch_sdpa_on_visible_rows(q, k, v, mask, enable_gqa=False):
+    """torch's SDPA, with rows that see no key (torch gives NaN there) set to 0."""
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
+    if mask is not None and mask.dtype == torch.bool:
+        sees_something = mask.any(dim=-1, keepdim=True)
+        out = torch.where(sees_something, out, torch.zeros((), dtype=out.dtype))
+    return out

@@ -8,28 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import attnlib
-from reference import float64_reference, max_error
+from reference import causal_allowed, float64_reference, max_error, randn, torch_sdpa_on_visible_rows
 
 TOL = {torch.float64: 1e-12, torch.float32: 2e-6}
-
-
-def randn(*shape, dtype=torch.float64, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=generator, dtype=dtype)
-
-
-def causal_allowed(L, S, offset):
-    """Written independently of attnlib.masks: key j visible to query i iff j <= i + offset."""
-    return torch.ones(L, S, dtype=torch.bool).tril(diagonal=offset)
-
-
-def torch_sdpa_on_visible_rows(q, k, v, mask, enable_gqa=False):
-    """torch's SDPA, with rows that see no key (torch gives NaN there) set to 0."""
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
-    if mask is not None and mask.dtype == torch.bool:
-        sees_something = mask.any(dim=-1, keepdim=True)
-        out = torch.where(sees_something, out, torch.zeros((), dtype=out.dtype))
-    return out
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

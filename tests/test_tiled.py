@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 import attnlib
 from attnlib import tiled
 from attnlib.intermediates import largest_intermediate
-from reference import assert_as_accurate_as_naive, max_error
-from test_naive_contract import causal_allowed, randn, torch_sdpa_on_visible_rows
+from reference import assert_as_accurate_as_naive, causal_allowed, max_error, randn, torch_sdpa_on_visible_rows
 
 TOL = {torch.float64: 1e-12, torch.float32: 2e-6}
 MASK_KINDS = ["none", "bool", "float", "causal", "causal_br"]
