@@ -79,7 +79,7 @@ def render_in_browser(page: pathlib.Path) -> str:
 
 
 @pytest.mark.book
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); make test installs it when run as root")
 def test_math_renders_without_errors_in_a_browser(html):
     """Every formula of every chapter typesets in MathJax 3 (served from a local copy: no network here)."""
     local_mathjax = html / "_static" / "mathjax-local"
