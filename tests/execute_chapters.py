@@ -1,0 +1,35 @@
+"""Re-execute chapters in place, top to bottom in a fresh kernel, as nbval will.
+
+    python tests/execute_chapters.py chapters/05_stability_and_masks.ipynb [...]
+    python tests/execute_chapters.py            # every chapter
+
+The stored notebook keeps no per-cell timestamps, so a re-execution that
+prints the same thing leaves the file unchanged. Run it from the book's
+environment (``.venv/bin/python``), whose pinned versions the stored outputs
+must match.
+"""
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def execute(path: pathlib.Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    for cell in notebook.cells:
+        cell.metadata.pop("execution", None)
+    nbformat.write(notebook, path)
+
+
+if __name__ == "__main__":
+    paths = [pathlib.Path(p) for p in sys.argv[1:]] or sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+    for path in paths:
+        print(f"executing {path.name}", file=sys.stderr)
+        execute(path.resolve())
