@@ -35,7 +35,7 @@ def test_row_two_accepts_the_hand_computation_and_rejects_row_one():
     weights = softmax(Q[1] @ K.T / 2)
     assert exercises.check("ex-01-row-two", (weights, weights @ V))
     wrong = exercises.check("ex-01-row-two", (softmax(Q[0] @ K.T / 2), softmax(Q[0] @ K.T / 2) @ V))
-    assert not wrong and "weights is off" in wrong.message
+    assert not wrong and "weights does not match" in wrong.message
 
 
 def test_row_two_explains_a_wrong_shape():

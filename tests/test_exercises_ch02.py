@@ -91,5 +91,5 @@ def test_as_expression_names_the_unknown_symbols():
 
 
 def test_as_expression_rejects_what_is_not_an_expression():
-    with pytest.raises(ValueError, match="answer should be a SymPy expression, got"):
+    with pytest.raises(ValueError, match="answer should be one SymPy expression or number, got"):
         as_expression(object(), "answer", (d,))

@@ -29,7 +29,7 @@ import torch
 
 @dataclass(frozen=True)
 class Feedback:
-    """The verdict on one answer."""
+    """The verdict on one answer; ``check`` prints it when it is made."""
 
     exercise: str
     passed: bool
@@ -41,6 +41,13 @@ class Feedback:
 
     def __bool__(self) -> bool:
         return self.passed
+
+    def _ipython_display_(self) -> None:
+        """Show nothing as a cell's value: the verdict was printed once already."""
+
+
+class UnreadableAnswer(ValueError):
+    """An answer that cannot be graded; its message is a sentence for the student."""
 
 
 @dataclass(frozen=True)
@@ -67,37 +74,77 @@ def check(exercise: str, answer: Any) -> Feedback:
     """Grade ``answer`` to ``exercise`` (a label such as ``"ex-01-row-two"``) and print the verdict."""
     if exercise not in CHECKERS:
         raise ValueError(f"exercise must be one of {sorted(CHECKERS)}, got {exercise!r}")
+    expected = CHECKERS[exercise].prompt
     try:
         passed, message = CHECKERS[exercise].grade(answer)
+    except UnreadableAnswer as exc:
+        passed, message = False, f"{exc}. Expected: {expected}."
     except Exception as exc:  # a student's answer can be anything; say what was expected instead of crashing
-        passed, message = False, f"could not read the answer ({type(exc).__name__}: {exc}). Expected: {CHECKERS[exercise].prompt}"
+        passed, message = False, f"could not read the answer ({type(exc).__name__}: {exc}). Expected: {expected}."
     feedback = Feedback(exercise, passed, message)
     print(feedback)
     return feedback
 
 
-def as_array(x, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    array = np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=float)
-    if array.shape != shape:
-        raise ValueError(f"{name} should have shape {shape}, got {array.shape}")
+def _describe(x) -> str:
+    if isinstance(x, (np.ndarray, torch.Tensor)):
+        return f"an array of shape {tuple(x.shape)}"
+    text = repr(x)
+    return text if len(text) <= 60 else f"a {type(x).__name__}"
+
+
+def as_array(x, name: str, shape: tuple[int | None, ...], *, finite: bool = True) -> np.ndarray:
+    """``x`` as a float array of ``shape`` (``None`` matches any length), on the CPU.
+
+    Raises UnreadableAnswer naming ``name`` for a wrong shape, for what is not a number,
+    and, unless ``finite`` is False, for nan or inf.
+    """
+    if x is None or x is ... or isinstance(x, (str, bytes, dict, set)):
+        what = "a number" if not shape else "an array of numbers"
+        raise UnreadableAnswer(f"{name} should be {what}, got {_describe(x)}")
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+    array = np.asarray(x, dtype=float)
+    if array.ndim != len(shape) or any(want is not None and got != want for got, want in zip(array.shape, shape)):
+        wanted = "(" + ", ".join("n" if n is None else str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise UnreadableAnswer(f"{name} should have shape {wanted}, got {array.shape}")
+    if np.isnan(array).any() or (finite and not np.isfinite(array).all()):
+        raise UnreadableAnswer(f"{name} should hold finite numbers, got {'nan' if np.isnan(array).any() else 'inf'}")
     return array
 
 
+def as_number(x, name: str, *, finite: bool = True) -> float:
+    """``x`` as one float; see ``as_array``."""
+    return float(as_array(x, name, (), finite=finite))
+
+
+def as_count(x, name: str) -> int:
+    """``x`` as a non-negative whole number; see ``as_array``."""
+    value = as_number(x, name)
+    if value != round(value) or value < 0:
+        raise UnreadableAnswer(f"{name} should be a whole number of at least 0, got {value:g}")
+    return int(value)
+
+
 def compare(name: str, got: np.ndarray, expected: np.ndarray, tolerance: float) -> tuple[bool, str]:
+    """Whether ``got`` matches ``expected`` entry by entry; the message names the worst entry, never its value."""
     error = np.abs(got - expected)
     if np.all(error <= tolerance):
         return True, f"{name} matches to within {tolerance:g}."
+    if got.ndim == 0:
+        return False, f"{name} does not match (you have {float(got):.4g})."
     worst = np.unravel_index(np.argmax(error), error.shape)
     return False, (
-        f"{name} is off by {error[worst]:.3g} at index {tuple(int(i) for i in worst)} "
-        f"(you have {got[worst]:.4f}); recheck that entry."
+        f"{name} does not match at index {tuple(int(i) for i in worst)} "
+        f"(you have {got[worst]:.4g}); recheck that entry."
     )
 
 
 # --- the student edition -----------------------------------------------------
 
 _SOLUTION = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}.*?^(?P=fence)[ \t]*$\n?", re.M | re.S)
-_EXERCISE_LABEL = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}.*?\n:label:\s*(\S+)", re.M | re.S)
+_EXERCISE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{exercise\}.*?^(?P=fence)[ \t]*$\n?", re.M | re.S)
+_LABEL = re.compile(r"^:label:\s*(\S+)", re.M)
 
 
 def strip_solutions(markdown: str) -> str:
@@ -116,24 +163,51 @@ def _check_cell(label: str) -> dict:
             "outputs": [], "source": source.splitlines(keepends=True)}
 
 
+def _markdown_cell(cell: dict, source: str, part: int) -> dict:
+    cell_id = cell.get("id")
+    return {**cell, **({"id": f"{cell_id}-{part}"} if cell_id and part else {}),
+            "source": source.splitlines(keepends=True)}
+
+
+def split_at_exercises(markdown: str) -> list[tuple[str, str | None]]:
+    """``markdown`` cut after each ``{exercise}`` directive: ``(text, label)`` pieces, label None for the rest."""
+    pieces, start = [], 0
+    for match in _EXERCISE.finditer(markdown):
+        label = _LABEL.search(match.group(0))
+        pieces.append((markdown[start:match.end()], label.group(1) if label else None))
+        start = match.end()
+    if markdown[start:].strip() or not pieces:
+        pieces.append((markdown[start:], None))
+    return pieces
+
+
 def student_notebook(notebook: dict) -> dict:
-    """A copy of ``notebook`` without solutions, and with a check cell after each checked exercise."""
+    """A copy of ``notebook`` without solutions, with a check cell right after each checked exercise."""
     cells = []
     for cell in notebook["cells"]:
         if cell["cell_type"] != "markdown":
             cells.append(cell)
             continue
-        source = "".join(cell["source"])
-        cells.append({**cell, "source": strip_solutions(source).splitlines(keepends=True)})
-        cells += [_check_cell(label) for label in _EXERCISE_LABEL.findall(source) if label in CHECKERS]
+        pieces = split_at_exercises(strip_solutions("".join(cell["source"])))
+        for part, (text, label) in enumerate(pieces):
+            cells.append(_markdown_cell(cell, text.strip("\n") + "\n", part))
+            if label in CHECKERS:
+                cells.append(_check_cell(label))
     return {**notebook, "cells": cells}
 
 
 def write_student_edition(chapters: pathlib.Path, out: pathlib.Path) -> list[pathlib.Path]:
-    """Write the student edition of every ``chapters/NN_*.ipynb`` into ``out``."""
+    """Write the student edition of every ``chapters/NN_*.ipynb`` into ``out``.
+
+    Raises ValueError when ``chapters`` holds no chapter, so that a wrong folder is not a silent no-op.
+    """
+    paths = sorted(chapters.glob("[0-9][0-9]_*.ipynb"))
+    if not paths:
+        raise ValueError(f"chapters should be a folder of NN_*.ipynb notebooks, got {str(chapters)!r} "
+                         "with none (run from the book's repository, or pass --chapters)")
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for path in sorted(chapters.glob("[0-9][0-9]_*.ipynb")):
+    for path in paths:
         target = out / path.name
         notebook = student_notebook(json.loads(path.read_text()))
         target.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
@@ -148,9 +222,12 @@ def main(argv: list[str] | None = None) -> None:
     edition.add_argument("out", type=pathlib.Path)
     edition.add_argument("--chapters", type=pathlib.Path, default=pathlib.Path("chapters"))
     args = parser.parse_args(argv)
-    for path in write_student_edition(args.chapters, args.out):
+    try:
+        written = write_student_edition(args.chapters, args.out)
+    except ValueError as exc:
+        parser.error(str(exc))
+    for path in written:
         print(f"wrote {path}")
-
 
 
 # Each chapter's checkers register themselves on import; they need the helpers above.

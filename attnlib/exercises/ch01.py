@@ -18,7 +18,7 @@ def _row_two(answer):
     expected_output = scaled_dot_product_attention(_EXAMPLE_Q, _EXAMPLE_K, _EXAMPLE_V)[1].numpy()
     ok_w, msg_w = compare("weights", as_array(weights, "weights", (3,)), expected_weights, 5e-3)
     if not ok_w:
-        return False, msg_w + " The scaled scores of query 2 are 0.5, 0.5, 0."
+        return False, msg_w + " Recheck the scaled scores: each dot product is divided by sqrt(d_k) = 2."
     ok_o, msg_o = compare("output", as_array(output, "output", (2,)), expected_output, 5e-3)
     return ok_o, msg_w + " " + msg_o
 

@@ -1,12 +1,11 @@
 """Checkers for the exercises of Chapter 4, Softmax saturation."""
-import functools
 import math
 
 import numpy as np
 import torch
 
 from ..theory import softmax as softmax_theory
-from . import as_array, checker, compare
+from . import as_array, as_number, checker, compare
 
 _TEMPERATURES = (0.25, 0.5, 1.0, 2.0)
 _GRADIENT_WIDTHS = (16, 256, 1024)
@@ -15,7 +14,7 @@ _GRADIENT_WIDTHS = (16, 256, 1024)
 @checker("ex-04-temperature",
          "a number: the T in {0.25, 0.5, 1, 2} whose median maximum weight at d = 256 is closest to unscaled d = 16")
 def _temperature(answer):
-    got = float(as_array(answer, "answer", ()))
+    got = as_number(answer, "answer")
     # Scaled scores are standard normal, so scale 1/(sqrt(d) T) gives them standard deviation 1/T;
     # unscaled scores at d = 16 have standard deviation sqrt(16).
     expected = 1 / math.sqrt(16)
@@ -32,9 +31,7 @@ def _temperature(answer):
          "a pair (weights, totals): n rows of softmax weights of length 8, and totals[i] = sum_ij |J_ij| of row i")
 def _jacobian_bound(answer):
     weights, totals = answer
-    weights = np.asarray(weights.detach() if isinstance(weights, torch.Tensor) else weights, dtype=float)
-    if weights.ndim != 2 or weights.shape[1] != 8:
-        raise ValueError(f"weights should have shape (n, 8), got {weights.shape}")
+    weights = as_array(weights, "weights", (None, 8))
     totals = as_array(totals, "totals", weights.shape[:1])
     if np.any(weights < 0) or not np.allclose(weights.sum(axis=1), 1, atol=1e-6):
         return False, "each row of weights should be non-negative and sum to 1: pass the softmax, not the logits."
@@ -47,29 +44,28 @@ def _jacobian_bound(answer):
     return True, message + f" All {len(totals)} equal 2(1 - sum a^2), which never exceeds 4(1 - a_max)."
 
 
-@functools.cache
-def _median_logit_gradients(width: int, scale: float, draws: int = 2000, seed: int = 1) -> float:
-    """Median Frobenius norm of dL/dz, L = <softmax(z) V, g>, z = scale q K^T, over draws with 8 keys."""
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(draws, 1, width, generator=gen, dtype=torch.float64)
-    keys = torch.randn(draws, 8, width, generator=gen, dtype=torch.float64)
-    values = torch.randn(draws, 8, 16, generator=gen, dtype=torch.float64)
-    upstream = torch.randn(draws, 1, 16, generator=gen, dtype=torch.float64)
-    weights = torch.softmax(scale * q @ keys.transpose(-2, -1), dim=-1)
-    # dL/dalpha = g V^T; the Jacobian is symmetric, so dL/dz = J dL/dalpha.
-    grad_weights = upstream @ values.transpose(-2, -1)
-    grad_logits = (softmax_theory.jacobian_from_weights(weights) @ grad_weights.unsqueeze(-1)).squeeze(-1)
-    return float(np.median(grad_logits.norm(dim=(-2, -1)).numpy()))
-
-
 @checker("ex-04-logit-gradient",
          "a pair (scaled, unscaled): the median norms of dL/dz at d = 16, 256, 1024, with scale 1/sqrt(d) and 1")
 def _logit_gradient(answer):
     scaled, unscaled = (as_array(x, name, (3,)) for x, name in zip(answer, ("scaled", "unscaled")))
     if np.any(scaled <= 0) or np.any(unscaled <= 0):
         return False, "norms are positive; recheck what you took the median of."
-    expected_scaled = np.array([_median_logit_gradients(w, w**-0.5) for w in _GRADIENT_WIDTHS])
-    expected_unscaled = np.array([_median_logit_gradients(w, 1.0) for w in _GRADIENT_WIDTHS])
+
+    def median_logit_gradient(width: int, scale: float, draws: int = 2000, seed: int = 1) -> float:
+        """Median Frobenius norm of dL/dz, L = <softmax(z) V, g>, z = scale q K^T, over draws with 8 keys."""
+        gen = torch.Generator().manual_seed(seed)
+        q = torch.randn(draws, 1, width, generator=gen, dtype=torch.float64)
+        keys = torch.randn(draws, 8, width, generator=gen, dtype=torch.float64)
+        values = torch.randn(draws, 8, 16, generator=gen, dtype=torch.float64)
+        upstream = torch.randn(draws, 1, 16, generator=gen, dtype=torch.float64)
+        weights = torch.softmax(scale * q @ keys.transpose(-2, -1), dim=-1)
+        # dL/dalpha = g V^T; the Jacobian is symmetric, so dL/dz = J dL/dalpha.
+        grad_weights = upstream @ values.transpose(-2, -1)
+        grad_logits = (softmax_theory.jacobian_from_weights(weights) @ grad_weights.unsqueeze(-1)).squeeze(-1)
+        return float(np.median(grad_logits.norm(dim=(-2, -1)).numpy()))
+
+    expected_scaled = np.array([median_logit_gradient(w, w**-0.5) for w in _GRADIENT_WIDTHS])
+    expected_unscaled = np.array([median_logit_gradient(w, 1.0) for w in _GRADIENT_WIDTHS])
     # Medians of 2000 draws: across seeds their log10 has a standard deviation of about 0.005 scaled
     # and up to 0.15 unscaled (d = 1024, where the top weight's gap varies widely); the tolerances are
     # about 7 and 3 standard deviations of the difference of two runs.

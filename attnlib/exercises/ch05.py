@@ -5,20 +5,16 @@ import numpy as np
 import torch
 
 from ..attention import scaled_dot_product_attention
-from . import as_array, checker, compare
-
-
-def _decode_example() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The chapter's KV-cache example: ``Q6``, ``K6``, ``V6``, each ``(6, 8)`` float64."""
-    generator = torch.Generator().manual_seed(1)
-    return tuple(torch.randn(6, 8, generator=generator, dtype=torch.float64) for _ in range(3))
+from . import as_array, as_number, checker, compare
 
 
 @checker("ex-05-decode-one", "a pair (decoded, alignment_matters): the six one-token outputs stacked into a "
                              "(6, 8) array, and a bool, whether the causal alignment changes them")
 def _decode_one(answer):
     decoded, alignment_matters = answer
-    q, k, v = _decode_example()
+    # the chapter's KV-cache example: Q6, K6, V6, each (6, 8) float64
+    generator = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(6, 8, generator=generator, dtype=torch.float64) for _ in range(3))
     full = scaled_dot_product_attention(q, k, v, is_causal=True).numpy()
     passed, message = compare("decoded", as_array(decoded, "decoded", (6, 8)), full, 1e-6)
     if not passed:
@@ -35,37 +31,34 @@ def _decode_one(answer):
 _N_QUERIES, _N_KEYS, _WIDTH = 256, 1024, 64
 
 
-def _attention_with_sums_in(sum_dtype: torch.dtype, query, key, value) -> torch.Tensor:
-    """Attention ``(L, Ev)`` with the dot products over E accumulated in the inputs' dtype
-    and the two sums over the S keys (softmax denominator and A V) accumulated in ``sum_dtype``."""
-    scores = torch.zeros(query.shape[0], key.shape[0], dtype=query.dtype)
-    for e in range(query.shape[1]):
-        scores = scores + query[:, e:e + 1] * key[:, e][None, :]
-    scores = scores * torch.tensor(1 / math.sqrt(query.shape[1]), dtype=query.dtype)
-    exps = torch.exp(scores - scores.amax(-1, keepdim=True)).to(sum_dtype)
-    value = value.to(sum_dtype)
-    total = torch.zeros(query.shape[0], 1, dtype=sum_dtype)
-    mixed = torch.zeros(query.shape[0], value.shape[1], dtype=sum_dtype)
-    for j in range(key.shape[0]):
-        total = total + exps[:, j:j + 1]
-        mixed = mixed + exps[:, j:j + 1] * value[j][None, :]
-    return mixed / total
-
-
-def _half_precision_errors() -> tuple[float, float]:
-    """Max |error| against float64 with float32 sums over keys, and with float16 sums."""
-    generator = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(n, _WIDTH, generator=generator).half() for n in (_N_QUERIES, _N_KEYS, _N_KEYS))
-    reference = scaled_dot_product_attention(q.double(), k.double(), v.double())
-    return tuple((_attention_with_sums_in(dtype, q, k, v).double() - reference).abs().max().item()
-                 for dtype in (torch.float32, torch.float16))
-
-
 @checker("ex-05-which-sum", "a number: the max |error| against float64 of attention with float16 dot products "
                             "and float32 sums over keys, on the table's float16 inputs with S = 1024")
 def _which_sum(answer):
-    got = float(answer)
-    float32_sums, float16_sums = _half_precision_errors()
+    got = as_number(answer, "answer")
+
+    def attention_with_sums_in(sum_dtype: torch.dtype, query, key, value) -> torch.Tensor:
+        """Attention ``(L, Ev)`` with the dot products over E accumulated in the inputs' dtype
+        and the two sums over the S keys (softmax denominator and A V) accumulated in ``sum_dtype``."""
+        scores = torch.zeros(query.shape[0], key.shape[0], dtype=query.dtype)
+        for e in range(query.shape[1]):
+            scores = scores + query[:, e:e + 1] * key[:, e][None, :]
+        scores = scores * torch.tensor(1 / math.sqrt(query.shape[1]), dtype=query.dtype)
+        exps = torch.exp(scores - scores.amax(-1, keepdim=True)).to(sum_dtype)
+        value = value.to(sum_dtype)
+        total = torch.zeros(query.shape[0], 1, dtype=sum_dtype)
+        mixed = torch.zeros(query.shape[0], value.shape[1], dtype=sum_dtype)
+        for j in range(key.shape[0]):
+            total = total + exps[:, j:j + 1]
+            mixed = mixed + exps[:, j:j + 1] * value[j][None, :]
+        return mixed / total
+
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(n, _WIDTH, generator=generator).half() for n in (_N_QUERIES, _N_KEYS, _N_KEYS))
+    reference = scaled_dot_product_attention(q.double(), k.double(), v.double())
+    # max |error| against float64 with float32 sums over keys, and with float16 sums
+    float32_sums, float16_sums = (
+        (attention_with_sums_in(dtype, q, k, v).double() - reference).abs().max().item()
+        for dtype in (torch.float32, torch.float16))
     # a float16 final rounding of the output, or another CPU's exp, moves the error by a few per cent
     if 0.8 * float32_sums <= got <= 1.25 * float32_sums:
         return True, (f"{got:.3g} is about {got / float16_sums:.0%} of the all-float16 error: "

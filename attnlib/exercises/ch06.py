@@ -4,7 +4,7 @@ import math
 import torch
 
 from ..heads import MultiHeadAttention, kv_cache_bytes
-from . import checker
+from . import as_number, checker
 
 _GIB = 2**30
 
@@ -12,7 +12,7 @@ _GIB = 2**30
 @checker("ex-06-twelve-heads", "a pair (d_k, t_eff): the head width and the temperature hidden by dividing "
                                "by sqrt(d_model), for d_model = 768 and 12 heads")
 def _twelve_heads(answer):
-    d_k, t_eff = (float(x) for x in answer)
+    d_k, t_eff = (as_number(x, name) for x, name in zip(answer, ("d_k", "t_eff")))
     if d_k != 768 / 12:
         return False, f"d_k = {d_k:g} is not the head width: the 768 columns are cut into 12 equal heads."
     expected = math.sqrt(768 / d_k)
@@ -25,7 +25,7 @@ def _twelve_heads(answer):
 
 @checker("ex-06-kv-cache", "a pair (gqa_gib, mha_gib): the KV cache in GiB with 8 key/value heads, and with 64")
 def _kv_cache(answer):
-    gqa, mha = (float(x) for x in answer)
+    gqa, mha = (as_number(x, name) for x, name in zip(answer, ("gqa_gib", "mha_gib")))
     results = []
     for name, got, kv_heads in (("gqa_gib", gqa, 8), ("mha_gib", mha, 64)):
         expected = kv_cache_bytes(80, kv_heads, 128, 32768, dtype=torch.bfloat16) / _GIB
@@ -40,7 +40,7 @@ def _kv_cache(answer):
     return True, " ".join(results) + " Only the key/value heads enter the cache."
 
 
-def _fold_hint(hot: MultiHeadAttention, folded: MultiHeadAttention) -> str:
+def _hint_fold(hot: MultiHeadAttention, folded: MultiHeadAttention) -> str:
     temperature = hot.temperature
     with torch.no_grad():
         if torch.allclose(folded.q_proj.weight, hot.q_proj.weight * temperature):
@@ -66,11 +66,15 @@ def _fold_temperature(answer):
     dtype = folded.q_proj.weight.dtype
     if hot.q_proj.weight.dtype != dtype:
         return False, f"hot and folded must have the same dtype, got {hot.q_proj.weight.dtype} and {dtype}."
-    x = torch.randn(2, 5, hot.d_model, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    device = folded.q_proj.weight.device
+    if hot.q_proj.weight.device != device:
+        return False, f"hot and folded must be on the same device, got {hot.q_proj.weight.device} and {device}."
+    # drawn on the CPU, so that every device sees the same input
+    x = torch.randn(2, 5, hot.d_model, generator=torch.Generator().manual_seed(0), dtype=dtype).to(device)
     with torch.no_grad():
         gap = (hot(x) - folded(x)).abs().max().item()
     tolerance = 1e-10 if dtype == torch.float64 else 1e-4
     if gap <= tolerance:
         return True, (f"the outputs agree to {gap:.1e}: (q / T) . k = (q . k) / T, so the weights alone "
                       "cannot tell which denominator they were trained with.")
-    return False, f"the outputs differ by up to {gap:.3g}; " + _fold_hint(hot, folded)
+    return False, f"the outputs differ by up to {gap:.3g}; " + _hint_fold(hot, folded)
