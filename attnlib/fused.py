@@ -37,6 +37,11 @@ HEAD_DIMS = (16, 256)  # smallest and largest E and Ev the kernel takes
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INTERPRETER_DTYPES = (torch.float16, torch.float32)  # NumPy has no bfloat16
 MAX_BATCH_HEADS = 65535  # batch x heads is CUDA's second grid axis, limited to 2**16 - 1
+#: The largest tile side, BLOCK_M or BLOCK_N. The kernel computes the offset
+#: of a tile's first row in 64 bits and offsets inside a tile in 32 bits, so
+#: MAX_BLOCK rows of any input must span fewer than 2**31 elements.
+MAX_BLOCK = 256
+INT32_MAX = 2**31 - 1
 #: Fused multiply-add in the kernel, stated because Triton 3.9 warns that its default will change.
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
 
@@ -109,6 +114,36 @@ def triton_interprets() -> bool:
     return isinstance(triton_sum, InterpretedFunction)
 
 
+def _row_strides(problem: AttentionProblem) -> dict[str, tuple[int, int]]:
+    """Each input's (row stride, element stride) as the kernel will read it (see ``kernel_arguments``)."""
+    strides = {}
+    for name, x in (("query", problem.query), ("key", problem.key), ("value", problem.value)):
+        # A tensor whose rows are not contiguous is copied into a contiguous one.
+        strides[name] = (x.stride(-2), 1) if x.stride(-1) == 1 else (x.shape[-1], 1)
+    mask = problem.attn_mask
+    if mask is not None:
+        # An axis of size 1 is broadcast: stride 0.
+        row = mask.stride(-2) if mask.ndim >= 2 and mask.shape[-2] > 1 else 0
+        strides["attn_mask"] = (row, mask.stride(-1) if mask.shape[-1] > 1 else 0)
+    return strides
+
+
+def unaddressable_reason(problem: AttentionProblem) -> str | None:
+    """None when the kernel's 32-bit offsets inside a tile reach every element of ``problem``, else why not."""
+    for name, length in (("query", problem.query_len), ("key", problem.key_len)):
+        if length > INT32_MAX - MAX_BLOCK:
+            return (f"{name} has {length} rows; the kernel counts rows in 32 bits, "
+                    f"up to {INT32_MAX - MAX_BLOCK}")
+    for name, (row_stride, element_stride) in _row_strides(problem).items():
+        # Inside a tile, row and column are below MAX_BLOCK (a head width is at most 256 too).
+        reach = (MAX_BLOCK - 1) * (row_stride + element_stride)
+        if reach > INT32_MAX:
+            return (f"{name} has row stride {row_stride}: offsets inside a tile of {MAX_BLOCK} rows "
+                    f"reach {reach}, past the 2**31 - 1 of the kernel's 32-bit offsets; a contiguous "
+                    f"{name} has a smaller stride")
+    return None
+
+
 def _requires_grad(problem: AttentionProblem) -> bool:
     tensors = (problem.query, problem.key, problem.value, problem.attn_mask)
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
@@ -134,6 +169,9 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
     if not (low <= problem.head_dim <= high and low <= problem.value_dim <= high):
         return (f"the fused kernel takes head widths E and Ev from {low} to {high}, "
                 f"got E={problem.head_dim}, Ev={problem.value_dim}")
+    unaddressable = unaddressable_reason(problem)
+    if unaddressable is not None:
+        return unaddressable
     device = problem.query.device
     if device.type == "cuda":
         if triton_interprets():
@@ -163,10 +201,50 @@ def auto_declines(problem: AttentionProblem) -> str | None:
     return ON_THE_CPU if problem.query.device.type == "cpu" else None
 
 
+def triton_version() -> tuple[int, int]:
+    """(major, minor) of the installed Triton."""
+    import triton
+
+    major, minor = triton.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _let_the_interpreter_take_scalar_loop_bounds() -> None:
+    """Make Triton < 3.8's interpreter run ``range(start, end, step)`` over scalars with NumPy >= 2.4.
+
+    The interpreter holds a scalar as a NumPy array of shape (1,), and
+    before Triton 3.8 it turns a loop bound into an index with ``int()`` on
+    that array, which NumPy 2.4 refuses ("only 0-dimensional arrays can be
+    converted to Python scalars"). Triton 3.8 squeezes the array first; this
+    gives older interpreters the same ``__index__``. It only changes how the
+    interpreter converts a scalar, never what a compiled kernel does.
+    """
+    from triton.runtime import interpreter
+
+    patch_tensor = interpreter._patch_lang_tensor
+    if getattr(patch_tensor, "squeezes_loop_bounds", False):
+        return
+
+    def index(self):
+        return int(self.handle.data.squeeze())
+
+    def patch_tensor_squeezing(tensor, *scope):
+        patch_tensor(tensor, *scope)
+        if scope:  # from Triton 3.6 on, the patches go through a scope that undoes them after a launch
+            scope[0].set_attr(tensor, "__index__", index)
+        else:
+            tensor.__index__ = index
+
+    patch_tensor_squeezing.squeezes_loop_bounds = True
+    interpreter._patch_lang_tensor = patch_tensor_squeezing
+
+
 def kernel_module():
     """:mod:`attnlib.fused_kernel`, imported in the mode Triton runs in (see the module docstring)."""
     if "attnlib.fused_kernel" not in sys.modules:
         interprets = triton_interprets()
+        if interprets and triton_version() < (3, 8):
+            _let_the_interpreter_take_scalar_loop_bounds()
         saved = os.environ.get("TRITON_INTERPRET")
         # @triton.jit reads the variable when it decorates; keep it in step with Triton's own library.
         os.environ["TRITON_INTERPRET"] = "1" if interprets else "0"
@@ -180,24 +258,55 @@ def kernel_module():
     return sys.modules["attnlib.fused_kernel"]
 
 
-_autotuned: dict[str, object] = {}
+def length_bucket(length: int) -> int:
+    """The autotuner's bucket for a query or key length: the next power of two, at least 16."""
+    return max(16, _next_power_of_2(length))
 
 
-def _autotuned_kernel(capability: tuple[int, int], query_len: int, dtype: torch.dtype):
-    """The compiled kernel under Triton's autotuner.
+#: Triton's autotuners, one per (configuration list, query bucket, key bucket).
+_autotuned: dict[tuple[str, int, int], object] = {}
+AUTOTUNE_KEY = ["HEAD_DIM", "VALUE_DIM", "IS_CAUSAL", "MASK_KIND", "HAS_KEY_LENGTHS"]
 
-    It tunes again when a head width, the causal flag or the kind of mask
-    changes; Triton adds the tensors' dtypes to that key.
+
+def _autotuned_kernel(capability: tuple[int, int], query_len: int, key_len: int, dtype: torch.dtype):
+    """The compiled kernel under Triton's autotuner, for the lengths' buckets.
+
+    The best tiles depend on the lengths (short queries, long keys), but a
+    key of exact lengths would tune again for every new length. So each
+    bucket of lengths (``length_bucket``) has an autotuner of its own, which
+    tunes at its first call and keeps its pick; within a bucket it tunes
+    again when a head width, the causal flag or the kind of mask changes,
+    and Triton adds the tensors' dtypes to that key. Compiled kernels are
+    shared by all autotuners.
     """
     name, configs = autotune_configs(capability, query_len, dtype)
-    if name not in _autotuned:
+    bucket = (name, length_bucket(query_len), length_bucket(key_len))
+    if bucket not in _autotuned:
         import triton
 
-        _autotuned[name] = triton.autotune(
-            configs=[triton_config(c) for c in configs],
-            key=["HEAD_DIM", "VALUE_DIM", "IS_CAUSAL", "MASK_KIND", "HAS_KEY_LENGTHS"],
+        _autotuned[bucket] = triton.autotune(
+            configs=[triton_config(c) for c in configs], key=AUTOTUNE_KEY,
         )(kernel_module().attention_forward_kernel)
-    return _autotuned[name]
+    return _autotuned[bucket]
+
+
+def picked_configurations() -> list[dict]:
+    """What the GPU autotuners picked in this process, one entry per bucket and key.
+
+    Each entry: ``configs`` (the list it picked from), ``query_bucket`` and
+    ``key_bucket`` (``length_bucket`` of L and S), ``key`` (the autotune
+    key's values by name) and ``picked`` (a :class:`TileConfig`).
+    """
+    picks = []
+    for (name, query_bucket, key_bucket), autotuner in _autotuned.items():
+        for key, config in autotuner.cache.items():
+            picks.append({
+                "configs": name, "query_bucket": query_bucket, "key_bucket": key_bucket,
+                "key": dict(zip(AUTOTUNE_KEY, key)),
+                "picked": TileConfig(config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"],
+                                     config.num_warps, config.num_stages),
+            })
+    return picks
 
 
 def triton_config(config: TileConfig):
@@ -214,7 +323,8 @@ def _as_4d(x: torch.Tensor) -> torch.Tensor:
         return x[None, None]
     if x.ndim == 3:
         return x[None]
-    return x.reshape(-1, *x.shape[-3:])
+    # B spelled out: -1 is ambiguous when a dimension is 0.
+    return x.reshape(math.prod(x.shape[:-3]), *x.shape[-3:])
 
 
 def _contiguous_rows(x: torch.Tensor) -> torch.Tensor:
@@ -291,6 +401,9 @@ def _launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
     if why_not is not None:
         raise ValueError(f"backend='fused' cannot run this call: {why_not}")
     device = problem.query.device
+    if problem.key_len == 0:  # no key at all: every row is a row with no allowed key
+        return (torch.zeros(problem.output_shape, dtype=problem.query.dtype, device=device),
+                torch.full(problem.query.shape[:-1], float("-inf"), dtype=torch.float32, device=device))
     output = torch.empty(problem.output_shape, dtype=problem.query.dtype, device=device)
     log_sum_exp = torch.empty(problem.query.shape[:-1], dtype=torch.float32, device=device)
     if output.numel() == 0:
@@ -300,7 +413,8 @@ def _launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
     if device.type == "cpu":
         arguments.update(zip(("BLOCK_M", "BLOCK_N"), blocks or INTERPRETER_BLOCKS))
     elif blocks is None:
-        kernel = _autotuned_kernel(torch.cuda.get_device_capability(device), problem.query_len, problem.query.dtype)
+        kernel = _autotuned_kernel(torch.cuda.get_device_capability(device), problem.query_len,
+                                   problem.key_len, problem.query.dtype)
         arguments.update(COMPILE_OPTIONS)
     else:
         arguments.update(BLOCK_M=blocks[0], BLOCK_N=blocks[1], **COMPILE_OPTIONS)
@@ -335,9 +449,11 @@ def attention(
     """
     if blocks is not None and not (
         isinstance(blocks, tuple) and len(blocks) == 2
-        and all(isinstance(b, int) and not isinstance(b, bool) and b >= 16 and b & (b - 1) == 0 for b in blocks)
+        and all(isinstance(b, int) and not isinstance(b, bool) and 16 <= b <= MAX_BLOCK and b & (b - 1) == 0
+                for b in blocks)
     ):
-        raise ValueError(f"blocks must be None or a pair of powers of two >= 16 (BLOCK_M, BLOCK_N), got {blocks!r}")
+        raise ValueError(f"blocks must be None or a pair of powers of two from 16 to {MAX_BLOCK} "
+                         f"(BLOCK_M, BLOCK_N), got {blocks!r}")
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
     problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment)

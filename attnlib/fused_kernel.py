@@ -12,6 +12,13 @@ Scores are kept in base 2: ``s = scale * log2(e) * q.k`` so that
 ``exp(scale * q.k - m) = exp2(s - m)``; the log-sum-exp written at the end
 is converted back to natural units.
 
+Offsets: a tensor may hold more than 2**31 elements, so every offset of a
+block's or a tile's first row from the start of a tensor is computed in
+64 bits; offsets inside one tile (at most 256 rows, see
+``attnlib.fused.MAX_BLOCK``) stay in 32 bits, which the library checks
+before a launch. The per-element address arithmetic thus costs what it
+did in 32 bits.
+
 This module is imported only where Triton is installed, by ``attnlib.fused``,
 which lays out the arguments, picks the tile sizes and launches the kernel.
 """
@@ -34,10 +41,13 @@ def _attend_to_key_tiles(
     rows, tile_begin, tile_end, keys_visible, query_len, causal_offset, scale_log2,
     stride_ks, stride_vs, stride_ml, stride_ms,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
-    BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr,
     CHECK_EDGES: tl.constexpr,
 ):
     """Fold the key tiles in ``[tile_begin, tile_end)`` into the state ``(acc, m, l)`` of one query block.
+
+    ``key_base``, ``value_base`` point at the (batch, head)'s first key and
+    value, ``mask_base`` at the mask row of the block's first query.
 
     ``CHECK_EDGES`` is False for the tiles that every row of the block sees
     whole (left of the causal diagonal, before the last key): they skip the
@@ -45,8 +55,13 @@ def _attend_to_key_tiles(
     """
     dims = tl.arange(0, BLOCK_E)
     value_dims = tl.arange(0, BLOCK_EV)
+    tile_cols = tl.arange(0, BLOCK_N)  # a key's place in its tile
+    tile_rows = tl.arange(0, BLOCK_M)
     for tile_start in range(tile_begin, tile_end, BLOCK_N):
-        cols = tile_start + tl.arange(0, BLOCK_N)
+        cols = tile_start + tile_cols
+        # The tile's first key, in 64 bits: S x stride can pass 2**31.
+        key_tile = key_base + tl.cast(tile_start, tl.int64) * stride_ks
+        value_tile = value_base + tl.cast(tile_start, tl.int64) * stride_vs
         # Masked loads: keys past the last visible one and the padded width
         # (BLOCK_E > HEAD_DIM) read as 0, which adds nothing to q . k.
         key_ok = dims[None, :] < HEAD_DIM
@@ -54,8 +69,9 @@ def _attend_to_key_tiles(
         if CHECK_EDGES:
             key_ok = key_ok & (cols[:, None] < keys_visible)
             value_ok = value_ok & (cols[:, None] < keys_visible)
-        k = tl.load(key_base + cols[:, None] * stride_ks + dims[None, :], mask=key_ok, other=0.0)
-        v = tl.load(value_base + cols[:, None] * stride_vs + value_dims[None, :], mask=value_ok, other=0.0)
+        k = tl.load(key_tile + tile_cols[:, None] * stride_ks + dims[None, :], mask=key_ok, other=0.0)
+        v = tl.load(value_tile + tile_cols[:, None] * stride_vs + value_dims[None, :],
+                    mask=value_ok, other=0.0)
 
         # One tile of scores, s_ij = scale * q_i . k_j, times log2(e) so that
         # every exp below is an exp2. "ieee" keeps fp32 inputs in fp32 (no
@@ -69,7 +85,8 @@ def _attend_to_key_tiles(
                 allowed = allowed & (cols[None, :] <= rows[:, None] + causal_offset)
             if MASK_KIND != NO_MASK:
                 mask_ok = (rows[:, None] < query_len) & (cols[None, :] < keys_visible)
-                mask_ptrs = mask_base + rows[:, None].to(tl.int64) * stride_ml + cols[None, :] * stride_ms
+                mask_tile = mask_base + tl.cast(tile_start, tl.int64) * stride_ms
+                mask_ptrs = mask_tile + tile_rows[:, None] * stride_ml + tile_cols[None, :] * stride_ms
                 if MASK_KIND == BOOL_MASK:
                     allowed = allowed & (tl.load(mask_ptrs, mask=mask_ok, other=0) != 0)
                 else:
@@ -129,14 +146,19 @@ def attention_forward_kernel(
     head = (batch_head % query_heads).to(tl.int64)
     kv_head = head // group_size  # GQA/MQA: this query head reads a shared K/V head, no copy
     block_start = block * BLOCK_M
-    rows = block_start + tl.arange(0, BLOCK_M)
+    tile_rows = tl.arange(0, BLOCK_M)  # a query's place in the block
+    rows = block_start + tile_rows
     dims = tl.arange(0, BLOCK_E)
     value_dims = tl.arange(0, BLOCK_EV)
 
+    # Where this (batch, head) and this block start, in 64 bits: batch and
+    # head are int64, and so is the block's first row.
+    first_row = block_start.to(tl.int64)
     key_base = key + batch * stride_kb + kv_head * stride_kh
     value_base = value + batch * stride_vb + kv_head * stride_vh
-    mask_base = mask + batch * stride_mb + head * stride_mh
-    q_ptrs = query + batch * stride_qb + head * stride_qh + rows[:, None] * stride_ql + dims[None, :]
+    mask_base = mask + batch * stride_mb + head * stride_mh + first_row * stride_ml
+    q_block = query + batch * stride_qb + head * stride_qh + first_row * stride_ql
+    q_ptrs = q_block + tile_rows[:, None] * stride_ql + dims[None, :]
     q = tl.load(q_ptrs, mask=(rows[:, None] < query_len) & (dims[None, :] < HEAD_DIM), other=0.0)
 
     # Which keys the block visits. Tiles past the last key that any of its
@@ -164,14 +186,14 @@ def attention_forward_kernel(
         acc, m, l, q, key_base, value_base, mask_base,
         rows, 0, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2,
         stride_ks, stride_vs, stride_ml, stride_ms,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_N, IS_CAUSAL, MASK_KIND,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND,
         CHECK_EDGES=False,
     )
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, mask_base,
         rows, full_tiles_end, keys_visible, keys_visible, query_len, causal_offset, scale_log2,
         stride_ks, stride_vs, stride_ml, stride_ms,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_N, IS_CAUSAL, MASK_KIND,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND,
         CHECK_EDGES=True,
     )
 
@@ -180,7 +202,8 @@ def attention_forward_kernel(
     has_keys = l > 0
     safe_l = tl.where(has_keys, l, 1.0)
     out = acc / safe_l[:, None]
-    o_ptrs = output + batch * stride_ob + head * stride_oh + rows[:, None] * stride_ol + value_dims[None, :]
+    o_block = output + batch * stride_ob + head * stride_oh + first_row * stride_ol
+    o_ptrs = o_block + tile_rows[:, None] * stride_ol + value_dims[None, :]
     tl.store(o_ptrs, out.to(output.dtype.element_ty),
              mask=(rows[:, None] < query_len) & (value_dims[None, :] < VALUE_DIM))
     # (eq-lse) lse = m + log(l), here (m + log2 l) * ln 2 since m is in base 2;

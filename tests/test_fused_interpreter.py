@@ -14,6 +14,7 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"
 
 import math  # noqa: E402
+import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -179,6 +180,137 @@ def test_five_batch_dimensions_and_a_single_head_without_head_axis():
     assert_as_accurate_as_naive(fused.attention(q2, k2, v2), q2, k2, v2)
 
 
+# -- no keys, no queries ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(2, 4, 7, 32), (3, 7, 16), (7, 48)], ids=str)
+def test_no_keys_give_zero_outputs_and_minus_inf_lse(shape):
+    """S == 0: every row has no allowed key; the contract says output 0, and lse is -inf."""
+    *batch, heads, L, E = (1, *shape) if len(shape) == 2 else shape
+    query = half(*shape)
+    kv_heads = max(heads // 2, 1)
+    kv_shape = (*batch, kv_heads, 0) if len(shape) > 2 else (0,)
+    key, value = half(*kv_shape, E), half(*kv_shape, 24)
+    output, lse = fused.attention(query, key, value, enable_gqa=kv_heads != heads, return_lse=True)
+    assert output.shape == (*shape[:-1], 24) and output.dtype == torch.float16
+    assert torch.equal(output, torch.zeros_like(output))
+    assert lse.shape == shape[:-1] and (lse == float("-inf")).all()
+
+
+def test_no_keys_through_the_public_call_with_a_mask_and_causal_alignment():
+    query, key = half(2, 3, 5, 16), half(2, 3, 0, 16)
+    output = attnlib.scaled_dot_product_attention(query, key, key, is_causal=True,
+                                                  causal_alignment="bottom_right", backend="fused")
+    assert torch.equal(output, torch.zeros(2, 3, 5, 16, dtype=torch.float16))
+    mask = torch.ones(5, 0, dtype=torch.bool)
+    output = attnlib.scaled_dot_product_attention(query, key, key, attn_mask=mask, backend="fused")
+    assert torch.equal(output, torch.zeros(2, 3, 5, 16, dtype=torch.float16))
+
+
+def test_no_queries_give_an_empty_output():
+    query, key = half(2, 3, 0, 16), half(2, 3, 9, 16)
+    output, lse = fused.attention(query, key, key, return_lse=True)
+    assert output.shape == (2, 3, 0, 16) and lse.shape == (2, 3, 0)
+
+
+# -- offsets past 2**31 --------------------------------------------------------------------------
+
+BIG_OFFSETS = """
+import sys, torch
+from attnlib import fused
+rows, stride, width = 600, 2**22, 16  # row 512 starts 2**31 elements into the buffer
+buffer = torch.empty(rows * stride, dtype=torch.float16)  # 5 GB of address space; ~1 MB is touched
+views = [buffer.as_strided((1, 1, rows, width), (0, 0, stride, 1), storage_offset=i * width)
+         for i in range(3)]
+for view, values in zip(views, torch.load(sys.argv[1])):
+    view.copy_(values)
+torch.save(fused.attention(*views, blocks=(64, 64)), sys.argv[2])
+"""
+
+
+def test_offsets_past_2_to_the_31_elements(tmp_path):
+    """Rows of query, key and value 2**22 elements apart: the last 88 rows start past 2**31.
+
+    Offsets computed in 32 bits wrap around there; in the interpreter that
+    reads outside the buffer (a segmentation fault), on a GPU it is an
+    illegal memory access. The call runs in a child process so that a
+    regression fails this test instead of killing the test run.
+    """
+    query, key, value = (half(1, 1, 600, 16, seed=seed) for seed in range(3))
+    torch.save([query, key, value], tmp_path / "inputs.pt")
+    result = subprocess.run([sys.executable, "-c", BIG_OFFSETS, tmp_path / "inputs.pt", tmp_path / "out.pt"],
+                            capture_output=True, text=True, timeout=300,
+                            env=os.environ | {"TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
+    assert_as_accurate_as_naive(torch.load(tmp_path / "out.pt"), query, key, value)
+
+
+def strided(shape, stride, dtype=torch.float16):
+    """A tensor of ``shape`` whose second-to-last axis has ``stride`` (others packed), on a small buffer."""
+    *_, rows, width = shape
+    buffer = torch.zeros((rows - 1) * stride + width, dtype=dtype)
+    return buffer.as_strided(shape, (0,) * (len(shape) - 2) + (stride, 1))
+
+
+#: The smallest row stride whose offsets inside a 256-row tile, 255 x (stride + 1), pass 2**31 - 1.
+UNREACHABLE_STRIDE = (2**31 - 1) // 255
+
+
+@pytest.mark.parametrize("name", ["query", "key", "value", "attn_mask"])
+def test_a_row_stride_the_tile_offsets_cannot_reach_is_refused_by_name(name):
+    inputs = {"query": half(1, 1, 2, 16), "key": half(1, 1, 2, 16), "value": half(1, 1, 2, 16)}
+    if name == "attn_mask":
+        inputs[name] = strided((2, 2), UNREACHABLE_STRIDE, dtype=torch.bool)
+    else:
+        inputs[name] = strided((1, 1, 2, 16), UNREACHABLE_STRIDE)
+    with pytest.raises(ValueError, match=rf"backend='fused' cannot run this call: {name} has row stride "
+                                         rf"{UNREACHABLE_STRIDE}: offsets inside a tile of 256 rows"):
+        attnlib.scaled_dot_product_attention(backend="fused", **inputs)
+    report = attnlib.explain(**inputs)
+    assert f"{name} has row stride {UNREACHABLE_STRIDE}" in report.passed_over["fused"]
+
+
+def test_the_largest_row_stride_the_tile_offsets_reach_is_taken():
+    query = strided((1, 1, 2, 16), UNREACHABLE_STRIDE - 1)
+    assert fused.unaddressable_reason(check_problem(query, query, query)) is None
+    output = fused.attention(query, query, query)
+    assert_as_accurate_as_naive(output, query, query, query)
+
+
+# -- the autotuner's buckets ---------------------------------------------------------------------
+
+def test_length_buckets_are_the_next_power_of_two():
+    lengths = [1, 16, 17, 1000, 1024, 1025, 8192, 10000]
+    assert [fused.length_bucket(n) for n in lengths] == [16, 16, 32, 1024, 1024, 2048, 8192, 16384]
+
+
+def test_each_bucket_of_lengths_has_an_autotuner_of_its_own(monkeypatch):
+    monkeypatch.setattr(fused, "_autotuned", {})
+    hopper = (9, 0)
+    first = fused._autotuned_kernel(hopper, 1500, 1500, torch.float16)
+    assert fused._autotuned_kernel(hopper, 2000, 1100, torch.float16) is first
+    assert fused._autotuned_kernel(hopper, 1500, 8192, torch.float16) is not first
+    assert fused._autotuned_kernel(hopper, 5000, 1500, torch.float16) is not first
+    decoding = fused._autotuned_kernel(hopper, 1, 1500, torch.float16)
+    assert decoding is not first
+    assert {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in decoding.configs} == {
+        (c.block_m, c.block_n) for c in fused.autotune_configs(hopper, 1, torch.float16)[1]}
+    assert len(fused._autotuned) == 4
+
+
+def test_picked_configurations_report_what_each_autotuner_keeps(monkeypatch):
+    monkeypatch.setattr(fused, "_autotuned", {})
+    autotuner = fused._autotuned_kernel((9, 0), 4000, 4000, torch.bfloat16)
+    second = fused.AUTOTUNE_CONFIGS["tensor_cores"][1]
+    # What Triton's autotuner stores after timing: key values (then dtypes) -> the fastest config.
+    autotuner.cache[(128, 128, True, 0, False, "torch.bfloat16")] = fused.triton_config(second)
+    assert fused.picked_configurations() == [{
+        "configs": "tensor_cores", "query_bucket": 4096, "key_bucket": 4096,
+        "key": {"HEAD_DIM": 128, "VALUE_DIM": 128, "IS_CAUSAL": True, "MASK_KIND": 0,
+                "HAS_KEY_LENGTHS": False},
+        "picked": second,
+    }]
+
+
 # -- the fast path for key lengths ------------------------------------------------------------
 
 def test_key_lengths_are_read_off_a_padding_mask():
@@ -260,10 +392,12 @@ def test_head_width_below_16_is_refused():
         attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
 
 
-def test_blocks_that_are_no_power_of_two_are_refused():
+@pytest.mark.parametrize("blocks", [(48, 32), (32, 8), (512, 32), [32, 32]], ids=str)
+def test_blocks_that_are_no_power_of_two_from_16_to_256_are_refused(blocks):
     q = half(1, 2, 40, 32)
-    with pytest.raises(ValueError, match="blocks must be None or a pair of powers of two"):
-        fused.attention(q, q, q, blocks=(48, 32))
+    with pytest.raises(ValueError, match=r"blocks must be None or a pair of powers of two from 16 to 256 "
+                                         r"\(BLOCK_M, BLOCK_N\), got " + re.escape(repr(blocks))):
+        fused.attention(q, q, q, blocks=blocks)
 
 
 def test_return_lse_must_be_a_bool():
