@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import importlib.metadata
 import importlib.util
 import math
 import os
@@ -202,10 +203,8 @@ def auto_declines(problem: AttentionProblem) -> str | None:
 
 
 def triton_version() -> tuple[int, int]:
-    """(major, minor) of the installed Triton."""
-    import triton
-
-    major, minor = triton.__version__.split(".")[:2]
+    """(major, minor) of the installed Triton, read without importing it."""
+    major, minor = importlib.metadata.version("triton").split(".")[:2]
     return int(major), int(minor)
 
 

@@ -8,8 +8,9 @@ specialise them (integers divisible by 16 or equal to 1, aligned pointers),
 from a problem with the layout of a real call, so what compiles here is what
 a GPU would run.
 
-It uses Triton's compiler API as of Triton 3.9 (``ASTSource``,
-``GPUTarget``, the launcher's argument specialisation). Compiling needs
+It uses Triton's compiler API (``ASTSource``, ``GPUTarget``, and the
+launcher's argument specialisation, ``native_specialize_impl``, which
+Triton has from 3.6 on; tested with 3.6 and 3.9). Compiling needs
 Triton in compiling mode, so a process that interprets (see
 :mod:`attnlib.fused`) runs ``python -m attnlib.fused_compile``, which prints
 the reports of :func:`compile_cases` as JSON.
@@ -17,6 +18,7 @@ the reports of :func:`compile_cases` as JSON.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import os
 import re
@@ -37,6 +39,18 @@ TENSOR_CORE_INSTRUCTIONS = ("wgmma.mma_async", "mma.sync.aligned")
 #: Shared memory one block may use (the opt-in maximum), bytes.
 SHARED_MEMORY_LIMITS = {75: 64 * 1024, 80: 163 * 1024, 90: 227 * 1024}
 CHECKED_HEAD_DIMS = (64, 128)
+#: The oldest Triton whose compiler internals this module reads.
+OLDEST_TRITON = (3, 6)
+
+
+def unavailable_reason() -> str | None:
+    """None when this Triton can compile the reports, else a one-line reason."""
+    if not fused.triton_installed():
+        return "Triton is not installed"
+    if fused.triton_version() < OLDEST_TRITON:
+        return (f"attnlib.fused_compile reads compiler internals of Triton >= "
+                f"{'.'.join(map(str, OLDEST_TRITON))}, this is Triton {importlib.metadata.version('triton')}")
+    return None
 
 
 @dataclass(frozen=True)

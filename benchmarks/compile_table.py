@@ -37,6 +37,8 @@ def row(report: fused_compile.CompileReport) -> dict:
 
 
 def main() -> None:
+    if fused_compile.unavailable_reason() is not None:
+        raise SystemExit(fused_compile.unavailable_reason())
     if fused.triton_interprets():
         raise SystemExit("unset TRITON_INTERPRET: the table needs Triton in compiling mode")
     reports = [fused_compile.compile_report(case) for case in fused_compile.compile_cases()]

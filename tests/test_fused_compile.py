@@ -13,8 +13,9 @@ import torch
 
 from attnlib import fused, fused_compile
 
-if not fused.triton_installed():  # importorskip would import Triton, in compiling mode, into this process
-    pytest.skip("Triton is not installed", allow_module_level=True)
+# importorskip would import Triton, in compiling mode, into this process; the reason does not.
+if fused_compile.unavailable_reason() is not None:
+    pytest.skip(fused_compile.unavailable_reason(), allow_module_level=True)
 
 CASES = fused_compile.compile_cases()
 TENSOR_CORE_CASES = [case for case in CASES if case.capability >= 80]
