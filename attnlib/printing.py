@@ -33,5 +33,5 @@ def fixed(values, decimals: int = 4) -> str:
         raise TypeError(f"values must hold real numbers, got an array of dtype {array.dtype}")
     # adding 0.0 turns the -0.0 that rounding leaves from tiny negative values into 0.0
     rounded = np.round(array.astype(np.float64), decimals) + 0.0
-    return np.array2string(rounded, precision=decimals, floatmode="fixed", max_line_width=80,
-                           threshold=10**6)
+    return np.array2string(rounded, precision=decimals, floatmode="fixed", suppress_small=True,
+                           max_line_width=80, threshold=10**6)

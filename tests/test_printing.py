@@ -18,6 +18,11 @@ def test_layout_does_not_depend_on_the_other_values():
     assert fixed(torch.tensor([1.0, 1e-7]), 2) == "[1.00 0.00]"
 
 
+def test_small_values_stay_in_fixed_point():
+    # without suppress_small NumPy switches the whole row to scientific notation
+    assert fixed(np.array([0.9817, 0.018, 0.0003])) == "[0.9817 0.0180 0.0003]"
+
+
 def test_no_negative_zero():
     assert fixed(np.array([-1e-9, -0.0, 3e-5]), 3) == "[0.000 0.000 0.000]"
 
