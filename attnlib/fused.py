@@ -19,6 +19,7 @@ either on the GPU or in the interpreter, never both.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import importlib
@@ -26,6 +27,7 @@ import importlib.metadata
 import importlib.util
 import math
 import os
+import pathlib
 import sys
 from typing import NamedTuple
 
@@ -238,6 +240,20 @@ def _let_the_interpreter_take_scalar_loop_bounds() -> None:
     interpreter._patch_lang_tensor = patch_tensor_squeezing
 
 
+def kernel_source(name: str) -> str:
+    """The source of function ``name`` of :mod:`attnlib.fused_kernel`, decorator included.
+
+    Read from the file, so that it is shown where Triton is not installed.
+    """
+    path = pathlib.Path(__file__).with_name("fused_kernel.py")
+    text = path.read_text()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return "\n".join(text.splitlines()[first - 1:node.end_lineno]) + "\n"
+    raise ValueError(f"name must be a function of attnlib/fused_kernel.py, got {name!r}")
+
+
 def kernel_module():
     """:mod:`attnlib.fused_kernel`, imported in the mode Triton runs in (see the module docstring)."""
     if "attnlib.fused_kernel" not in sys.modules:
@@ -262,7 +278,14 @@ def length_bucket(length: int) -> int:
     return max(16, _next_power_of_2(length))
 
 
-#: Triton's autotuners, one per (configuration list, query bucket, key bucket).
+def autotune_bucket(capability: tuple[int, int], query_len: int, key_len: int,
+                    dtype: torch.dtype) -> tuple[str, int, int]:
+    """Which autotuner a call goes to: (configuration list's name, query bucket, key bucket)."""
+    name, _ = autotune_configs(capability, query_len, dtype)
+    return name, length_bucket(query_len), length_bucket(key_len)
+
+
+#: Triton's autotuners, one per ``autotune_bucket``.
 _autotuned: dict[tuple[str, int, int], object] = {}
 AUTOTUNE_KEY = ["HEAD_DIM", "VALUE_DIM", "IS_CAUSAL", "MASK_KIND", "HAS_KEY_LENGTHS"]
 
@@ -278,11 +301,11 @@ def _autotuned_kernel(capability: tuple[int, int], query_len: int, key_len: int,
     and Triton adds the tensors' dtypes to that key. Compiled kernels are
     shared by all autotuners.
     """
-    name, configs = autotune_configs(capability, query_len, dtype)
-    bucket = (name, length_bucket(query_len), length_bucket(key_len))
+    bucket = autotune_bucket(capability, query_len, key_len, dtype)
     if bucket not in _autotuned:
         import triton
 
+        _, configs = autotune_configs(capability, query_len, dtype)
         _autotuned[bucket] = triton.autotune(
             configs=[triton_config(c) for c in configs], key=AUTOTUNE_KEY,
         )(kernel_module().attention_forward_kernel)

@@ -13,6 +13,7 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"
 
+import inspect  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
@@ -283,32 +284,45 @@ def test_length_buckets_are_the_next_power_of_two():
     assert [fused.length_bucket(n) for n in lengths] == [16, 16, 32, 1024, 1024, 2048, 8192, 16384]
 
 
-def test_each_bucket_of_lengths_has_an_autotuner_of_its_own(monkeypatch):
-    monkeypatch.setattr(fused, "_autotuned", {})
+def test_each_bucket_of_lengths_goes_to_an_autotuner_of_its_own():
     hopper = (9, 0)
-    first = fused._autotuned_kernel(hopper, 1500, 1500, torch.float16)
-    assert fused._autotuned_kernel(hopper, 2000, 1100, torch.float16) is first
-    assert fused._autotuned_kernel(hopper, 1500, 8192, torch.float16) is not first
-    assert fused._autotuned_kernel(hopper, 5000, 1500, torch.float16) is not first
-    decoding = fused._autotuned_kernel(hopper, 1, 1500, torch.float16)
-    assert decoding is not first
-    assert {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in decoding.configs} == {
-        (c.block_m, c.block_n) for c in fused.autotune_configs(hopper, 1, torch.float16)[1]}
-    assert len(fused._autotuned) == 4
+    first = fused.autotune_bucket(hopper, 1500, 1500, torch.float16)
+    assert fused.autotune_bucket(hopper, 2000, 1100, torch.float16) == first
+    others = [fused.autotune_bucket(hopper, 1500, 8192, torch.float16),
+              fused.autotune_bucket(hopper, 5000, 1500, torch.float16),
+              fused.autotune_bucket(hopper, 1, 1500, torch.float16),
+              fused.autotune_bucket(hopper, 1500, 1500, torch.float32)]
+    assert len({first, *others}) == 5
+    assert others[2][0] == "tensor_cores, short queries" and others[3][0] == "fma"
+
+
+class RecordedAutotuner:
+    """Stands for Triton's Autotuner (which needs a GPU driver to exist): what it keeps after tuning."""
+
+    def __init__(self, cache):
+        self.cache = cache
 
 
 def test_picked_configurations_report_what_each_autotuner_keeps(monkeypatch):
-    monkeypatch.setattr(fused, "_autotuned", {})
-    autotuner = fused._autotuned_kernel((9, 0), 4000, 4000, torch.bfloat16)
     second = fused.AUTOTUNE_CONFIGS["tensor_cores"][1]
-    # What Triton's autotuner stores after timing: key values (then dtypes) -> the fastest config.
-    autotuner.cache[(128, 128, True, 0, False, "torch.bfloat16")] = fused.triton_config(second)
+    # Triton's autotuner maps the key's values (then the tensors' dtypes) to the fastest config.
+    cache = {(128, 128, True, 0, False, "torch.bfloat16"): fused.triton_config(second)}
+    bucket = fused.autotune_bucket((9, 0), 4000, 4000, torch.bfloat16)
+    monkeypatch.setattr(fused, "_autotuned", {bucket: RecordedAutotuner(cache)})
     assert fused.picked_configurations() == [{
         "configs": "tensor_cores", "query_bucket": 4096, "key_bucket": 4096,
         "key": {"HEAD_DIM": 128, "VALUE_DIM": 128, "IS_CAUSAL": True, "MASK_KIND": 0,
                 "HAS_KEY_LENGTHS": False},
         "picked": second,
     }]
+
+
+def test_kernel_source_is_read_from_the_file_with_its_decorator():
+    source = fused.kernel_source("attention_forward_kernel")
+    assert source.startswith("@triton.jit\ndef attention_forward_kernel(")
+    assert source == inspect.getsource(fused.kernel_module().attention_forward_kernel.fn)
+    with pytest.raises(ValueError, match="name must be a function of attnlib/fused_kernel.py, got 'nope'"):
+        fused.kernel_source("nope")
 
 
 # -- the fast path for key lengths ------------------------------------------------------------
