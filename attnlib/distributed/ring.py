@@ -1,0 +1,497 @@
+"""Ring attention: one attention call over a sequence sharded across ranks.
+
+Each of the ``W`` ranks of a ``torch.distributed`` group holds a shard of
+the sequence (see :mod:`attnlib.distributed.sharding`) for the queries,
+keys and values. The key/value shards travel around the ring: at step
+``t`` rank ``r`` holds the keys and values of rank ``(r - t) mod W``,
+computes its queries against them while it already sends them on to rank
+``r + 1`` and receives the next block from rank ``r - 1``. After ``W``
+steps every query has met every key.
+
+Each step yields a partial result over one block of keys: the output
+``o_b`` normalised over that block and its log-sum-exp ``lse_b``. Chapter 8's
+merge of online-softmax states (eq-merge), written for normalised outputs
+(``o = acc / l`` and ``lse = m + log l``), is
+
+    lse = log(exp(lse_a) + exp(lse_b))
+    o   = o_a exp(lse_a - lse) + o_b exp(lse_b - lse)
+
+exact and independent of the order of the blocks, so the ring gives the
+single-device result up to rounding.
+
+The backward pass sends the blocks around once more. Each rank recomputes
+its tiles against the visiting block with the final ``lse`` (the tiled
+backward, eq-tiled-backward), keeps ``dQ`` and adds ``dK`` and ``dV`` to an
+accumulator that travels with the block and arrives home after ``W`` steps.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from .. import fused, naive, tiled
+from ..masks import allowed_positions, causal_mask
+from ..problem import FLOAT_DTYPES, check_problem
+from .sharding import Chunk, check_sharding, pieces_per_rank, shard_chunks, unshard
+
+BACKENDS = ("auto", "tiled", "fused", "naive")
+_MAX_DIMS = 8
+_MESSAGE_BYTES = 400
+
+
+def merge_partials(out_a, lse_a, out_b, lse_b):
+    """Merge two partial results over disjoint key sets (eq-merge in log-sum-exp form).
+
+    ``out (..., L, Ev)`` normalised over its own keys, ``lse (..., L)``;
+    returns the output and log-sum-exp over the union of the keys. A row
+    that saw no key on either side (``lse = -inf`` on both) stays 0.
+    """
+    lse = torch.logaddexp(lse_a, lse_b)
+    shift = torch.where(lse == float("-inf"), torch.zeros((), dtype=lse.dtype, device=lse.device), lse)
+    weight_a, weight_b = torch.exp(lse_a - shift), torch.exp(lse_b - shift)
+    return out_a * weight_a[..., None] + out_b * weight_b[..., None], lse
+
+
+@dataclass(frozen=True)
+class _Ring:
+    """What every rank agrees on for one call: the group, the layout and the attention settings."""
+
+    group: object
+    rank: int
+    world_size: int
+    sharding: str
+    scale: float
+    is_causal: bool
+    causal_alignment: str
+    enable_gqa: bool
+    backend: str
+    query_len: int  # of the whole sequence
+    key_len: int
+
+    def peer(self, rank: int) -> int:
+        """The global rank of ``rank`` in the ring's group (P2POp takes global ranks)."""
+        rank %= self.world_size
+        if self.group is None or self.group is dist.group.WORLD:
+            return rank
+        return dist.get_global_rank(self.group, rank)
+
+    def chunks(self, length: int, rank: int) -> list[Chunk]:
+        return shard_chunks(length, rank % self.world_size, self.world_size, self.sharding)
+
+    @property
+    def causal_offset(self) -> int:
+        """Query ``i`` may see key ``j`` iff ``j <= i + offset``, in positions of the whole sequence."""
+        return self.key_len - self.query_len if self.causal_alignment == "bottom_right" else 0
+
+
+class _Exchange:
+    """Send ``tensors`` to the next rank and receive same-shaped ones from the previous rank.
+
+    The transfers run in the background (``batch_isend_irecv``) until
+    :meth:`wait`, which returns the received tensors.
+    """
+
+    def __init__(self, ring: _Ring, tensors: list[torch.Tensor]):
+        self.requests = []
+        if ring.world_size == 1:  # a ring of one passes the blocks to itself
+            self.received = list(tensors)
+            return
+        self.sent = [t.contiguous() for t in tensors]  # alive until the transfer is done
+        self.received = [torch.empty_like(t) for t in self.sent]
+        operations = [dist.P2POp(dist.isend, t, ring.peer(ring.rank + 1), ring.group)
+                      for t in self.sent]
+        operations += [dist.P2POp(dist.irecv, t, ring.peer(ring.rank - 1), ring.group)
+                       for t in self.received]
+        self.requests = dist.batch_isend_irecv(operations)
+
+    def wait(self) -> list[torch.Tensor]:
+        for request in self.requests:
+            request.wait()
+        return self.received
+
+
+def pass_around(tensors, group=None) -> _Exchange:
+    """Start sending ``tensors`` to the next rank of ``group`` and receiving the previous rank's.
+
+    Returns a handle whose ``wait()`` gives the received tensors (same shapes
+    and dtypes); the ring's one transport step, exposed for measurement.
+    """
+    ring = _Ring(group, dist.get_rank(group), dist.get_world_size(group), "contiguous",
+                 1.0, False, "top_left", False, "tiled", 0, 0)
+    return _Exchange(ring, list(tensors))
+
+
+# --- which keys of a visiting block a chunk of queries may see ---------------
+
+def _pair_mask(ring: _Ring, queries: Chunk, keys: Chunk, padding: torch.Tensor | None, device):
+    """How query chunk ``queries`` attends to key chunk ``keys``: ``None`` if it sees none of
+    them, else ``(attn_mask, is_causal, causal_alignment)`` for the local call.
+
+    Query ``i`` of the chunk sees key ``j`` of the chunk iff
+    ``j <= i + delta`` with ``delta = queries.start + offset - keys.start``.
+    ``padding`` is the key-padding mask of the key chunk, ``(..., 1, keys.length)``.
+    """
+    if queries.length == 0 or keys.length == 0:
+        return None
+    if not ring.is_causal:
+        return padding, False, "top_left"
+    delta = queries.start + ring.causal_offset - keys.start
+    if delta + queries.length - 1 < 0:  # even the chunk's last query comes before the first key
+        return None
+    if delta >= keys.length - 1:  # even the chunk's first query sees every key
+        return padding, False, "top_left"
+    alignments = {0: "top_left", keys.length - queries.length: "bottom_right"}
+    if padding is None and delta in alignments:
+        return None, True, alignments[delta]
+    allowed = torch.ones(queries.length, keys.length, dtype=torch.bool, device=device).tril(delta)
+    return (allowed if padding is None else allowed & padding), False, "top_left"
+
+
+def _visible_pairs(ring: _Ring, source: int, mask, device):
+    """The (query chunk, key chunk, local-call mask settings) pairs of one ring step.
+
+    ``source`` is the rank whose keys are visiting, with ``mask``, their
+    key-padding mask ``(..., 1, S_shard)`` or None.
+    """
+    for queries in ring.chunks(ring.query_len, ring.rank):
+        for keys in ring.chunks(ring.key_len, source):
+            padding = None if mask is None else mask[..., keys.local]
+            settings = _pair_mask(ring, queries, keys, padding, device)
+            if settings is not None:
+                yield queries, keys, settings
+
+
+# --- one block of work -----------------------------------------------------
+
+def _local_backend(ring: _Ring, problem) -> str:
+    if ring.backend != "auto":
+        return ring.backend
+    on_gpu = problem.query.device.type == "cuda"
+    return "fused" if on_gpu and fused.unsupported_reason(problem) is None else "tiled"
+
+
+def _attend(ring: _Ring, query, key, value, settings):
+    """Queries against one key chunk: output ``(..., Hq, Lc, Ev)`` and lse ``(..., Hq, Lc)``,
+    both in the compute dtype."""
+    attn_mask, is_causal, alignment = settings
+    problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, ring.scale,
+                            ring.enable_gqa, alignment)
+    backend = _local_backend(ring, problem)
+    arguments = dict(attn_mask=attn_mask, is_causal=is_causal, scale=ring.scale,
+                     enable_gqa=ring.enable_gqa, causal_alignment=alignment, return_lse=True)
+    if backend == "tiled":
+        output, lse = tiled.attention(query, key, value, **arguments)
+    elif backend == "fused":
+        why_not = fused.unsupported_reason(problem)
+        if why_not is not None:
+            raise ValueError(f"backend='fused' cannot run this ring's blocks: {why_not}")
+        output, lse = fused.attention(query, key, value, **arguments)
+    else:  # the reference: the four steps, and the log of step 3's denominator
+        output = naive.forward(problem)
+        lse = torch.logsumexp(naive.masked_scaled_scores(problem, allowed_positions(problem)), dim=-1)
+    return output.to(problem.compute_dtype), lse.to(problem.compute_dtype)
+
+
+def _block_gradients(ring: _Ring, query, key, value, settings, output, lse, grad_output, grad_lse):
+    """``dQ``, ``dK``, ``dV`` of one (query chunk, key chunk) pair, in the compute dtype.
+
+    The tiled backward recomputes the pair's weights as ``P = exp(S - lse)``
+    from the *final* log-sum-exp of the whole ring, so they are the weights
+    the queries really gave these keys; ``D = rowsum(dO * O) - dlse`` uses
+    the final output as well.
+    """
+    attn_mask, is_causal, alignment = settings
+    problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, ring.scale,
+                            ring.enable_gqa, alignment)
+    tiles = tiled._Tiles(problem, query, key, value)
+    stacked = (tiles.rows, tiles.group, tiles.query_len)
+    grad_query, grad_key, grad_value = tiled._backward(
+        tiles, output.reshape(*stacked, -1), lse.reshape(stacked), grad_output.reshape(*stacked, -1),
+        grad_lse.reshape(stacked), tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K)
+    return grad_query.reshape(query.shape), grad_key.reshape(key.shape), grad_value.reshape(value.shape)
+
+
+def _as_bytes(mask):
+    return [] if mask is None else [mask.view(torch.uint8)]
+
+
+def _from_bytes(received, has_mask):
+    return received[2].view(torch.bool) if has_mask else None
+
+
+class RingAttentionFunction(torch.autograd.Function):
+    """Ring attention as one autograd node that saves only this rank's shards, ``O`` and ``lse``.
+
+    ``apply(query, key, value, mask, ring)`` returns the output
+    ``(..., Hq, L_shard, Ev)`` in the input dtype and the log-sum-exp
+    ``(..., Hq, L_shard)`` in the compute dtype; both are differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx, query, key, value, mask, ring: _Ring):
+        dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+        output = torch.zeros((*query.shape[:-1], value.shape[-1]), dtype=dtype, device=query.device)
+        lse = torch.full(query.shape[:-1], float("-inf"), dtype=dtype, device=query.device)
+        visiting = [key, value, *_as_bytes(mask)]
+        for step in range(ring.world_size):
+            source = ring.rank - step
+            last = step == ring.world_size - 1
+            # send this block on before computing with it, so the transfer hides behind the work
+            exchange = None if last else _Exchange(ring, visiting)
+            block_key, block_value = visiting[0], visiting[1]
+            block_mask = _from_bytes(visiting, mask is not None)
+            for queries, keys, settings in _visible_pairs(ring, source, block_mask,
+                                                          query.device):
+                rows = (..., queries.local, slice(None))
+                part, part_lse = _attend(ring, query[rows], block_key[..., keys.local, :],
+                                         block_value[..., keys.local, :], settings)
+                output[rows], lse[..., queries.local] = merge_partials(
+                    output[rows], lse[..., queries.local], part, part_lse)
+            if exchange is not None:
+                visiting = exchange.wait()
+        ctx.save_for_backward(query, key, value, output, lse)
+        ctx.mask, ctx.ring = mask, ring
+        return output.to(query.dtype), lse
+
+    @staticmethod
+    def backward(ctx, grad_result, grad_lse):
+        query, key, value, output, lse = ctx.saved_tensors
+        ring, mask = ctx.ring, ctx.mask
+        dtype = output.dtype
+        grad_output = grad_result.to(dtype)
+        grad_query = torch.zeros(query.shape, dtype=dtype, device=query.device)
+        visiting = [key, value, *_as_bytes(mask)]
+        grads_home = None  # the accumulator of the block visiting now, on its way from the previous rank
+        for step in range(ring.world_size):
+            source = ring.rank - step
+            last = step == ring.world_size - 1
+            exchange = None if last else _Exchange(ring, visiting)
+            block_key, block_value = visiting[0], visiting[1]
+            block_mask = _from_bytes(visiting, mask is not None)
+            grad_key = torch.zeros(key.shape, dtype=dtype, device=key.device)
+            grad_value = torch.zeros(value.shape, dtype=dtype, device=value.device)
+            for queries, keys, settings in _visible_pairs(ring, source, block_mask,
+                                                          query.device):
+                rows = (..., queries.local, slice(None))
+                columns = (..., keys.local, slice(None))
+                dq, dk, dv = _block_gradients(
+                    ring, query[rows], block_key[columns], block_value[columns], settings,
+                    output[rows], lse[..., queries.local], grad_output[rows],
+                    grad_lse[..., queries.local])
+                grad_query[rows] += dq
+                grad_key[columns] += dk
+                grad_value[columns] += dv
+            if grads_home is not None:  # what the ranks before this one added to this block
+                earlier_key, earlier_value = grads_home.wait()
+                grad_key += earlier_key
+                grad_value += earlier_value
+            grads_home = _Exchange(ring, [grad_key, grad_value])
+            if exchange is not None:
+                visiting = exchange.wait()
+        # after W steps each block's accumulator has visited every rank and is back with its owner
+        grad_key, grad_value = grads_home.wait()
+        return (grad_query.to(query.dtype), grad_key.to(key.dtype), grad_value.to(value.dtype),
+                None, None)
+
+
+# --- checking the call on every rank at once ----------------------------------
+
+def _check_group(group) -> None:
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError(
+            "group: ring_attention needs an initialised process group "
+            "(torch.distributed.init_process_group), got none")
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        raise TypeError(f"group must be a torch.distributed ProcessGroup or None, got {type(group).__name__}")
+    if dist.get_rank(group) < 0:
+        raise ValueError("group must contain this process; its rank in the group is -1")
+
+
+def _check_local(query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                 causal_alignment, sharding, backend) -> float:
+    """This rank's checks, the same as a single-device call's where they apply; returns the scale."""
+    check_sharding(sharding)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    problem = check_problem(query, key, value, None, 0.0, is_causal, scale, enable_gqa, causal_alignment)
+    if query.ndim < 3 or query.ndim > _MAX_DIMS:
+        raise ValueError(f"query must have a head axis and at most {_MAX_DIMS} dimensions, "
+                         f"(..., H, L, E), got shape {tuple(query.shape)}")
+    pieces = pieces_per_rank(sharding)
+    for name, x in (("query", query), ("key", key)):
+        if x.shape[-2] % pieces:
+            raise ValueError(f"{name} shard length must be even under zigzag sharding (two equal "
+                             f"chunks per rank), got {x.shape[-2]}")
+    if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool:
+            got = attn_mask.dtype if isinstance(attn_mask, torch.Tensor) else type(attn_mask).__name__
+            raise TypeError(f"attn_mask must be a bool key-padding mask (True = may attend) or None, "
+                            f"got {got}")
+        target = (*query.shape[:-2], 1, key.shape[-2])
+        try:
+            fits = torch.broadcast_shapes(attn_mask.shape, target) == target
+        except RuntimeError:
+            fits = False
+        if not fits or attn_mask.ndim > query.ndim:
+            raise ValueError(f"attn_mask must be a key-padding mask of this rank's keys, "
+                             f"broadcastable to (..., Hq, 1, S_shard) = {target}, "
+                             f"got shape {tuple(attn_mask.shape)}")
+        if attn_mask.device != query.device:
+            raise ValueError(f"attn_mask must be on the query's device {query.device}, "
+                             f"got {attn_mask.device}")
+    return problem.scale
+
+
+def _shape_field(x) -> list[int]:
+    shape = list(x.shape) if isinstance(x, torch.Tensor) and x.ndim <= _MAX_DIMS else []
+    return [len(shape)] + shape + [-1] * (_MAX_DIMS - len(shape))
+
+
+def _dtype_code(x) -> int:
+    return FLOAT_DTYPES.index(x.dtype) if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES else -1
+
+
+_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def _describe(query, key, value, attn_mask, is_causal, scale, causal_alignment, sharding,
+              enable_gqa, backend):
+    """The fields every rank must agree on, as named lists of ints."""
+    device = query.device.type if isinstance(query, torch.Tensor) else None
+    scale_bits = struct.unpack("<q", struct.pack("<d", float(scale)))[0] if isinstance(
+        scale, (int, float)) else -1
+    return {
+        "query dtype": [_dtype_code(query)],
+        "key dtype": [_dtype_code(key)],
+        "value dtype": [_dtype_code(value)],
+        "device type": [_DEVICE_TYPES.index(device) if device in _DEVICE_TYPES else -1],
+        "query shape": _shape_field(query),
+        "key shape": _shape_field(key),
+        "value shape": _shape_field(value),
+        "attn_mask shape": _shape_field(attn_mask) if attn_mask is not None else [-2] * (_MAX_DIMS + 1),
+        "is_causal": [int(is_causal) if isinstance(is_causal, bool) else -1],
+        "causal_alignment": [_choice_code(causal_alignment, ("top_left", "bottom_right"))],
+        "sharding": [_choice_code(sharding, ("contiguous", "zigzag"))],
+        "enable_gqa": [int(enable_gqa) if isinstance(enable_gqa, bool) else -1],
+        "backend": [_choice_code(backend, BACKENDS)],
+        "scale": [scale_bits],
+    }
+
+
+def _choice_code(value, choices) -> int:
+    return choices.index(value) if isinstance(value, str) and value in choices else -1
+
+
+def _decode(field: str, values: list[int]):
+    if field.endswith("dtype"):
+        return str(FLOAT_DTYPES[values[0]]) if values[0] >= 0 else "not a float tensor"
+    if field.endswith("shape"):
+        return "none" if values[0] < 0 else tuple(values[1:1 + values[0]])
+    if field == "device type":
+        return _DEVICE_TYPES[values[0]] if values[0] >= 0 else "other"
+    if field == "scale":
+        return struct.unpack("<d", struct.pack("<q", values[0]))[0] if values[0] != -1 else None
+    return values[0]
+
+
+_ERRORS = (None, ValueError, TypeError)
+
+
+def _agree(group, fields: dict[str, list[int]], error: Exception | None) -> None:
+    """One all_gather of every rank's fields and local error, then the same verdict on every rank.
+
+    A rank whose own checks failed shares its message, so that every rank
+    raises (instead of the others waiting for it at the first transfer).
+    """
+    message = b"" if error is None else str(error).encode()[:_MESSAGE_BYTES]
+    kind = 0 if error is None else (2 if isinstance(error, TypeError) else 1)
+    flat = [kind, len(message), *message.ljust(_MESSAGE_BYTES, b"\0")]
+    for values in fields.values():
+        flat += values
+    backend = dist.get_backend(group)
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    mine = torch.tensor(flat, dtype=torch.int64, device=device)
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(everyone, mine, group=group)
+    rows = [row.tolist() for row in everyone]
+    for rank, row in enumerate(rows):
+        if row[0]:
+            text = bytes(row[2:2 + row[1]]).decode(errors="replace")
+            raise _ERRORS[row[0]](text if rank == dist.get_rank(group) else f"rank {rank}: {text}")
+    start = 2 + _MESSAGE_BYTES
+    for field, values in fields.items():
+        per_rank = [row[start:start + len(values)] for row in rows]
+        if any(v != per_rank[0] for v in per_rank):
+            shown = ", ".join(f"rank {r} {_decode(field, v)}" for r, v in enumerate(per_rank))
+            kind = TypeError if field.endswith("dtype") else ValueError
+            raise kind(f"{field} must be the same on every rank (shards of equal shape, one dtype, "
+                       f"one kind of device, the same settings), got {shown}")
+        start += len(values)
+
+
+def ring_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    causal_alignment: str = "top_left",
+    sharding: str = "contiguous",
+    backend: str = "auto",
+    return_lse: bool = False,
+    group=None,
+):
+    """``softmax(scale * Q K^T + mask) V`` over a sequence sharded across the ranks of ``group``.
+
+    Every rank passes its shard: ``query (..., Hq, L/W, E)``, ``key
+    (..., Hkv, S/W, E)``, ``value (..., Hkv, S/W, Ev)``, cut from the whole
+    sequences with :func:`attnlib.distributed.shard` and the same
+    ``sharding`` (``"contiguous"`` or ``"zigzag"``); it gets back its
+    shard of the output, ``(..., Hq, L/W, Ev)``, equal to the same shard of
+    the single-device result. ``attn_mask`` is a bool key-padding mask of
+    the rank's keys, broadcastable to ``(..., Hq, 1, S/W)``; it travels with
+    the keys. ``is_causal``, ``causal_alignment``, ``scale`` and
+    ``enable_gqa`` mean what they mean for
+    :func:`attnlib.scaled_dot_product_attention`, in positions of the whole
+    sequences. ``backend`` computes each block: ``"tiled"``, ``"fused"``
+    (CUDA), ``"naive"`` (the reference), or ``"auto"`` (fused where it
+    can run, else tiled). With ``return_lse=True`` also returns the shard's
+    log-sum-exp ``(..., Hq, L/W)`` in the compute dtype.
+
+    Every rank must call it with the same settings and shard shapes; one
+    ``all_gather`` of a few hundred integers checks that first, so a
+    mismatch raises on every rank instead of hanging.
+    """
+    _check_group(group)
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
+    try:
+        resolved_scale = _check_local(query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                                      causal_alignment, sharding, backend)
+        error = None
+    except (TypeError, ValueError) as exc:
+        resolved_scale, error = scale, exc
+    fields = _describe(query, key, value, attn_mask, is_causal, resolved_scale, causal_alignment,
+                       sharding, enable_gqa, backend)
+    _agree(group, fields, error)
+    world_size = dist.get_world_size(group)
+    ring = _Ring(group, dist.get_rank(group), world_size, sharding, resolved_scale, is_causal,
+                 causal_alignment, enable_gqa, backend, query.shape[-2] * world_size,
+                 key.shape[-2] * world_size)
+    mask = None if attn_mask is None else attn_mask.contiguous()
+    output, lse = RingAttentionFunction.apply(query, key, value, mask, ring)
+    return (output, lse) if return_lse else output
+
+
+def gather_sequence(x: torch.Tensor, sharding: str = "contiguous", dim: int = -2, group=None) -> torch.Tensor:
+    """The whole sequence on every rank: ``all_gather`` of each rank's shard, then :func:`unshard`."""
+    _check_group(group)
+    shards = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(shards, x.contiguous(), group=group)
+    return unshard(shards, sharding, dim)

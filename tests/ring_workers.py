@@ -1,0 +1,159 @@
+"""Workers that test_distributed.py runs on a ring of local gloo processes.
+
+They live in a module (not in the test file) so that the processes of
+``run_on_local_ring`` can import them. The reference is plain torch on the
+whole sequence, written here without attnlib: scores, mask, log-sum-exp,
+weights, output, and autograd for the gradients.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from attnlib.distributed import ring_attention, shard
+
+
+def plain_attention(q, k, v, allowed, scale):
+    """``softmax(scale q k^T)`` over ``allowed`` keys, times ``v``; rows with no key give 0.
+
+    ``q (B, Hq, L, E)``, ``k (B, Hkv, S, E)``, ``v (B, Hkv, S, Ev)``, ``allowed``
+    broadcastable to ``(B, Hq, L, S)``. Returns the output and the log-sum-exp.
+    """
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = (q @ k.transpose(-2, -1)) * scale
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+    weights = torch.exp(scores - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse))
+    return weights @ v, lse.squeeze(-1)
+
+
+def key_padding(case, key_len):
+    """``(B, 1, 1, S)`` bool: key ``j`` of sequence ``b`` exists iff ``j < key_lengths[b]``."""
+    lengths = torch.tensor(case.get("key_lengths", [key_len] * case["shape"][0]))
+    return (torch.arange(key_len)[None, :] < lengths[:, None])[:, None, None, :]
+
+
+def allowed_keys(case, query_len, key_len):
+    """The (B, 1, L, S) bool pattern of ``case``: causal in its alignment, and key padding."""
+    allowed = key_padding(case, key_len).expand(-1, -1, query_len, -1)
+    if case.get("causal"):
+        offset = key_len - query_len if case["causal"] == "bottom_right" else 0
+        allowed = allowed & torch.ones(query_len, key_len, dtype=torch.bool).tril(offset)
+    return allowed
+
+
+def whole_problem(case, dtype):
+    """The seeded whole-sequence inputs of ``case``, and the upstream gradients for O and lse."""
+    batch, q_heads, kv_heads, query_len, key_len, width = case["shape"]
+    generator = torch.Generator().manual_seed(case["seed"])
+
+    def draw(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    q, k, v = draw(batch, q_heads, query_len, width), draw(batch, kv_heads, key_len, width), \
+        draw(batch, kv_heads, key_len, width + 1)
+    grad_out, grad_lse = draw(batch, q_heads, query_len, width + 1), draw(batch, q_heads, query_len)
+    return [x.to(dtype) for x in (q, k, v, grad_out, grad_lse)]
+
+
+def error(got, want):
+    diff = (got.double() - want.double()).detach().abs()
+    return float("inf") if torch.isnan(diff).any() else float(diff.max())
+
+
+def compare_cases(rank, world_size, cases):
+    """Each case on the ring and in one process: the largest errors of this rank's shards.
+
+    For float32 the single-process float32 error is returned alongside, so that
+    the test can hold the ring to the tolerance of the kernel projects.
+    """
+    report = []
+    for case in cases:
+        dtype = getattr(torch, case["dtype"])
+        sharding, use_lse = case["sharding"], case.get("lse", False)
+        whole = whole_problem(case, dtype)
+        query_len, key_len = whole[0].shape[-2], whole[1].shape[-2]
+        allowed = allowed_keys(case, query_len, key_len)
+        scale = case.get("scale", whole[0].shape[-1] ** -0.5)
+
+        def one_process(inputs):
+            q, k, v = (x.detach().clone().requires_grad_() for x in inputs[:3])
+            output, lse = plain_attention(q, k, v, allowed, scale)
+            loss = (output * inputs[3]).sum() + ((lse * inputs[4]).sum() if use_lse else 0)
+            loss.backward()
+            return [output, lse, q.grad, k.grad, v.grad]
+
+        reference = one_process([x.double() for x in whole])
+        same_dtype = one_process(whole)
+        q, k, v = (shard(x, rank, world_size, sharding).requires_grad_() for x in whole[:3])
+        key_mask = None
+        if "key_lengths" in case and not case.get("withhold_mask_from_ring"):
+            key_mask = shard(key_padding(case, key_len), rank, world_size, sharding, dim=-1)
+            if case.get("nan_in_padding"):  # what no query may see must not reach the results
+                hidden = ~key_mask[:, 0, 0, :, None]
+                with torch.no_grad():
+                    k.masked_fill_(hidden[:, None], float("nan"))
+                    v.masked_fill_(hidden[:, None], float("nan"))
+        output, lse = ring_attention(
+            q, k, v, key_mask, is_causal=bool(case.get("causal")), scale=case.get("scale"),
+            enable_gqa=q.shape[1] != k.shape[1],
+            causal_alignment=case.get("causal") or "top_left", sharding=sharding,
+            backend=case.get("backend", "auto"), return_lse=True)
+        grad_out = shard(whole[3], rank, world_size, sharding)
+        grad_lse = shard(whole[4], rank, world_size, sharding, dim=-1)
+        loss = (output * grad_out).sum() + ((lse * grad_lse).sum() if use_lse else 0)
+        loss.backward()
+        ring = [output, lse, q.grad, k.grad, v.grad]
+        names = ["output", "lse", "dQ", "dK", "dV"]
+        sequence_dims = [-2, -1, -2, -2, -2]
+        row = {}
+        for name, got, want, single, dim in zip(names, ring, reference, same_dtype, sequence_dims):
+            want, single = (shard(x, rank, world_size, sharding, dim=dim) for x in (want, single))
+            finite = torch.isfinite(want)  # lse is -inf, exactly, where a row sees no key
+            row[name] = error(got[finite], want[finite])
+            row[name + " one process"] = error(single[finite], want[finite])
+            row[name + " matches -inf"] = bool((got[~finite] == want[~finite]).all())
+        report.append(row)
+    return report
+
+
+def bad_calls(rank, world_size):
+    """Calls that every rank must reject together; then a good call, to show the ring still works."""
+    def shards(length=8, dtype=torch.float64):
+        return [torch.ones(1, 2, length, 4, dtype=dtype) for _ in range(3)]
+
+    calls = {
+        "unequal shard shapes": lambda: ring_attention(*shards(8 if rank == 0 else 6)),
+        "mismatched dtypes": lambda: ring_attention(
+            *shards(dtype=torch.float64 if rank == 0 else torch.float32)),
+        "odd shard under zigzag": lambda: ring_attention(*shards(7), sharding="zigzag"),
+        "float mask on one rank": lambda: ring_attention(
+            *shards(), torch.zeros(1, 1, 1, 8) if rank == 1 else torch.ones(1, 1, 1, 8, dtype=bool)),
+        "mask with a query axis": lambda: ring_attention(*shards(), torch.ones(1, 1, 8, 8, dtype=bool)),
+        "different causal settings": lambda: ring_attention(*shards(), is_causal=rank == 0),
+    }
+    raised = {}
+    for name, call in calls.items():
+        start = time.monotonic()
+        try:
+            call()
+            raised[name] = None
+        except (TypeError, ValueError) as exc:
+            raised[name] = (type(exc).__name__, str(exc), time.monotonic() - start)
+    dist.barrier()
+    raised["then a good call"] = ring_attention(*shards()).shape
+    return raised
+
+
+def raises(rank, world_size):
+    if rank == 1:
+        raise ValueError("a worker's own error")
+    return rank
+
+
+def sleeps(rank, world_size, seconds):
+    time.sleep(seconds)
+    return rank

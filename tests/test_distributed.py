@@ -1,0 +1,143 @@
+"""Ring attention on 2 and 4 local gloo processes equals attention in one process.
+
+Each ring run takes a batch of cases (both shardings, causal in both
+alignments, GQA, key padding, float64 and float32, forward and backward),
+so the tests pay the start-up of a ring only a few times. Every run has a
+timeout: a transfer that never comes fails the test instead of hanging it.
+"""
+import time
+
+import pytest
+import torch
+
+import ring_workers
+from attnlib.distributed import (
+    ring_attention,
+    run_on_local_ring,
+    shard,
+    shard_chunks,
+    shard_positions,
+    unshard,
+)
+
+TIMEOUT = 120.0
+
+# shape: (batch, query heads, key/value heads, L, S, E); L and S divide into 2 x 4 chunks
+CASES = [
+    dict(dtype="float64", sharding="contiguous", shape=(2, 2, 2, 16, 16, 4), seed=1),
+    dict(dtype="float64", sharding="zigzag", shape=(2, 2, 2, 16, 16, 4), seed=2),
+    dict(dtype="float64", sharding="contiguous", causal="top_left", shape=(1, 4, 2, 16, 16, 4),
+         seed=3, lse=True),
+    dict(dtype="float64", sharding="zigzag", causal="top_left", shape=(1, 4, 2, 16, 16, 4),
+         seed=4, lse=True),
+    dict(dtype="float64", sharding="contiguous", causal="bottom_right", shape=(1, 2, 1, 16, 24, 4),
+         seed=5),
+    dict(dtype="float64", sharding="zigzag", causal="bottom_right", shape=(1, 2, 1, 16, 24, 4),
+         seed=6),
+    dict(dtype="float64", sharding="zigzag", shape=(3, 2, 2, 16, 16, 4), seed=7,
+         key_lengths=[16, 5, 0], nan_in_padding=True),
+    dict(dtype="float64", sharding="contiguous", causal="top_left", shape=(2, 4, 2, 16, 16, 4),
+         seed=8, key_lengths=[11, 16], scale=0.3),
+    dict(dtype="float64", sharding="zigzag", causal="bottom_right", shape=(2, 2, 2, 16, 24, 4),
+         seed=9, key_lengths=[20, 7], backend="naive"),
+    dict(dtype="float32", sharding="contiguous", causal="top_left", shape=(1, 2, 2, 32, 32, 8),
+         seed=10),
+    dict(dtype="float32", sharding="zigzag", causal="top_left", shape=(2, 4, 1, 32, 32, 8),
+         seed=11, key_lengths=[32, 19], backend="tiled"),
+]
+QUANTITIES = ("output", "lse", "dQ", "dK", "dV")
+
+
+# A control: the ring is not told about the padding, so its results must differ.
+CONTROL = dict(CASES[7], withhold_mask_from_ring=True)
+
+
+def check_report(world_size, report):
+    for rank, rows in enumerate(report):
+        for case, row in zip(CASES, rows):
+            where = f"rank {rank} of {world_size}, case {case}"
+            for name in QUANTITIES:
+                assert row[name + " matches -inf"], f"{name} is not -inf where it should be: {where}"
+                if case["dtype"] == "float64":
+                    assert row[name] < 1e-10, f"{name} error {row[name]:.2e}: {where}"
+                else:
+                    bound = 2 * row[name + " one process"] + 1e-6
+                    assert row[name] <= bound, f"{name} error {row[name]:.2e} > {bound:.2e}: {where}"
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_ring_equals_one_process(world_size):
+    report = run_on_local_ring(ring_workers.compare_cases, world_size, CASES + [CONTROL],
+                               timeout=TIMEOUT)
+    check_report(world_size, report)
+    control = [rows[-1] for rows in report]
+    assert max(row["output"] for row in control) > 1e-2, "the comparison cannot see a missing mask"
+
+
+def test_every_rank_rejects_a_bad_call_together():
+    started = time.monotonic()
+    report = run_on_local_ring(ring_workers.bad_calls, 2, timeout=TIMEOUT)
+    expected = {
+        "unequal shard shapes": ("ValueError", "query shape must be the same on every rank"),
+        "mismatched dtypes": ("TypeError", "query dtype must be the same on every rank"),
+        "odd shard under zigzag": ("ValueError", "query shard length must be even under zigzag"),
+        "float mask on one rank": ("TypeError", "attn_mask must be a bool key-padding mask"),
+        "mask with a query axis": ("ValueError", "broadcastable to (..., Hq, 1, S_shard)"),
+        "different causal settings": ("ValueError", "is_causal must be the same on every rank"),
+    }
+    for rank, raised in enumerate(report):
+        for name, (kind, words) in expected.items():
+            assert raised[name] is not None, f"rank {rank} accepted: {name}"
+            got_kind, message, _ = raised[name]
+            assert (got_kind, words in message) == (kind, True), f"rank {rank}, {name}: {message}"
+        assert raised["then a good call"] == (1, 2, 8, 4)
+    assert "rank 0 (1, 2, 8, 4), rank 1 (1, 2, 6, 4)" in report[0]["unequal shard shapes"][1]
+    assert report[0]["float mask on one rank"][1].startswith("rank 1: ")
+    assert time.monotonic() - started < TIMEOUT / 2, "rejecting took as long as a timeout"
+
+
+def test_uninitialised_process_group_is_named():
+    x = torch.ones(1, 1, 4, 2)
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        ring_attention(x, x, x)
+
+
+@pytest.mark.parametrize("sharding", ["contiguous", "zigzag"])
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_shard_and_unshard_are_inverse(sharding, world_size):
+    length = 4 * world_size
+    whole = torch.arange(2 * length).reshape(2, length, 1)
+    shards = [shard(whole, rank, world_size, sharding, dim=1) for rank in range(world_size)]
+    assert torch.equal(unshard(shards, sharding, dim=1), whole)
+    held = torch.cat([shard_positions(length, rank, world_size, sharding) for rank in range(world_size)])
+    assert sorted(held.tolist()) == list(range(length))
+    for rank, part in enumerate(shards):
+        assert torch.equal(part[0, :, 0], shard_positions(length, rank, world_size, sharding))
+
+
+def test_zigzag_pairs_an_early_chunk_with_a_late_one():
+    assert [(c.start, c.length) for c in shard_chunks(16, 1, 4, "zigzag")] == [(2, 2), (12, 2)]
+    assert [(c.start, c.length) for c in shard_chunks(16, 1, 4, "contiguous")] == [(4, 4)]
+
+
+@pytest.mark.parametrize("sharding, length, pieces", [("contiguous", 10, 4), ("zigzag", 12, 8)])
+def test_a_length_that_does_not_divide_is_refused(sharding, length, pieces):
+    with pytest.raises(ValueError, match=f"sequence length must be divisible by {pieces}.*got {length}"):
+        shard(torch.zeros(length, 2), 0, 4, sharding)
+
+
+def test_unshard_refuses_shards_of_unequal_shape():
+    with pytest.raises(ValueError, match="shards must all have one shape"):
+        unshard([torch.zeros(3, 2), torch.zeros(2, 2)])
+
+
+def test_a_failing_worker_is_reported_with_its_rank():
+    with pytest.raises(RuntimeError, match="rank 1 of 2 failed(.|\n)*a worker's own error"):
+        run_on_local_ring(ring_workers.raises, 2, timeout=TIMEOUT)
+
+
+def test_a_worker_past_the_deadline_fails_instead_of_hanging():
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="did not finish within timeout=3"):
+        run_on_local_ring(ring_workers.sleeps, 2, 600, timeout=3)
+    assert time.monotonic() - started < 30
