@@ -39,7 +39,9 @@ NAME = "fused"
 HEAD_DIMS = (16, 256)  # smallest and largest E and Ev the kernel takes
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INTERPRETER_DTYPES = (torch.float16, torch.float32)  # NumPy has no bfloat16
-MAX_BATCH_HEADS = 65535  # batch x heads is CUDA's second grid axis, limited to 2**16 - 1
+#: Batch x heads is the launch grid's second axis, which CUDA limits to 2**16 - 1
+#: programs; a larger batch is launched in slices of whole sequences.
+MAX_BATCH_HEADS = 65535
 #: The largest tile side, BLOCK_M or BLOCK_N. The kernel computes the offset
 #: of a tile's first row in 64 bits and offsets inside a tile in 32 bits, so
 #: MAX_BLOCK rows of any input must span fewer than 2**31 elements.
@@ -152,10 +154,6 @@ def _requires_grad(problem: AttentionProblem) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def _batch_heads(problem: AttentionProblem) -> int:
-    return math.prod(problem.query.shape[:-2])
-
-
 def unsupported_reason(problem: AttentionProblem) -> str | None:
     """None when the kernel can take ``problem``, else a sentence saying why not."""
     if not triton_installed():
@@ -183,8 +181,8 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
         capability = torch.cuda.get_device_capability(device)
         if dtype == torch.bfloat16 and capability < (8, 0):
             return f"bfloat16 needs compute capability 8.0 or newer, this GPU has {capability[0]}.{capability[1]}"
-        if _batch_heads(problem) > MAX_BATCH_HEADS:
-            return f"batch x query heads must be at most {MAX_BATCH_HEADS}, got {_batch_heads(problem)}"
+        if problem.query_heads > MAX_BATCH_HEADS:
+            return f"query heads must be at most {MAX_BATCH_HEADS}, got {problem.query_heads}"
         return None
     if device.type == "cpu":
         if dtype not in INTERPRETER_DTYPES:
@@ -440,10 +438,27 @@ def _launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
         arguments.update(COMPILE_OPTIONS)
     else:
         arguments.update(BLOCK_M=blocks[0], BLOCK_N=blocks[1], **COMPILE_OPTIONS)
-    batch_heads = _batch_heads(problem)
     with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-        kernel[lambda meta: (_cdiv(problem.query_len, meta["BLOCK_M"]), batch_heads)](**arguments)
+        for part in _batch_slices(arguments, problem.query_heads):
+            batch_heads = part["query"].shape[0] * problem.query_heads
+            kernel[lambda meta: (_cdiv(problem.query_len, meta["BLOCK_M"]), batch_heads)](**part)
     return output, log_sum_exp
+
+
+def _batch_slices(arguments: dict, query_heads: int):
+    """``arguments`` for consecutive slices of the batch of at most ``MAX_BATCH_HEADS`` (batch, head) pairs.
+
+    Each slice is a view; the kernel finds its batch and head from its
+    program id within the slice.
+    """
+    batch = arguments["query"].shape[0]
+    step = MAX_BATCH_HEADS // query_heads
+    log_sum_exp = arguments["log_sum_exp"].view(batch, -1)  # (B, Hq * L), contiguous
+    for start in range(0, batch, step):
+        part = dict(arguments, log_sum_exp=log_sum_exp[start:start + step])
+        for name in ("query", "key", "value", "output", "mask", "key_lengths"):
+            part[name] = arguments[name][start:start + step]
+        yield part
 
 
 def attention(

@@ -277,6 +277,20 @@ def test_the_largest_row_stride_the_tile_offsets_reach_is_taken():
     assert_as_accurate_as_naive(output, query, query, query)
 
 
+def test_a_batch_above_the_grid_limit_is_launched_in_slices(monkeypatch):
+    """CUDA allows 65535 (batch, head) programs on the grid's second axis; here the limit is 4."""
+    monkeypatch.setattr(fused, "MAX_BATCH_HEADS", 4)
+    query, key, value, kwargs = make_inputs(Case(40, 70, 32, mask="float", heads=(2, 1)))
+    query, key, value = (torch.cat([x, x.flip(0), x]) for x in (query, key, value))  # batch 6
+    kwargs["attn_mask"] = torch.cat([kwargs["attn_mask"]] * 3)
+    output, lse = fused.attention(query, key, value, return_lse=True, **kwargs)
+    assert_as_accurate_as_naive(output, query, key, value, **kwargs)
+    expected = float64_log_sum_exp(query, key, value, **kwargs)
+    finite = expected > float("-inf")
+    assert torch.equal(lse == float("-inf"), ~finite)
+    torch.testing.assert_close(lse.double()[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
 # -- the autotuner's buckets ---------------------------------------------------------------------
 
 def test_length_buckets_are_the_next_power_of_two():
