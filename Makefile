@@ -41,5 +41,12 @@ install-cells: $(STAMP)
 student-edition: $(STAMP)
 	$(VENV)/bin/python -m attnlib.exercises student-edition _build/student
 
+# Graded assignments for otter-grader, one per chapter: student notebooks, autograder bundles
+# with hidden tests, reference solutions. COURSE_SEED picks each exercise's numbers.
+COURSE_SEED ?= 0
+.PHONY: assignments
+assignments: $(STAMP)
+	$(VENV)/bin/python assignments/build.py _build/assignments --seed $(COURSE_SEED)
+
 clean:
 	rm -rf _build $(VENV)

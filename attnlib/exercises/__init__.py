@@ -145,6 +145,14 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tolerance: float) 
 _SOLUTION = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}.*?^(?P=fence)[ \t]*$\n?", re.M | re.S)
 _EXERCISE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{exercise\}.*?^(?P=fence)[ \t]*$\n?", re.M | re.S)
 _LABEL = re.compile(r"^:label:\s*(\S+)", re.M)
+# The book's introduction to its exercises speaks of solutions and of this edition; the student
+# edition says what its reader does instead.
+_EXERCISES_INTRODUCTION = re.compile(r"^(## Exercises[ \t]*\n)(.*?)(?=^(?:`{3,}|:{3,})\{exercise\}|\Z)", re.M | re.S)
+STUDENT_INTRODUCTION = (
+    "An exercise followed by a check cell can be checked by attnlib: put your answer in place of `...` "
+    "in that cell and run it. It says whether the answer is right and, if not, what to look at again, "
+    "without giving the answer away.\n\n"
+)
 
 
 def strip_solutions(markdown: str) -> str:
@@ -188,7 +196,9 @@ def student_notebook(notebook: dict) -> dict:
         if cell["cell_type"] != "markdown":
             cells.append(cell)
             continue
-        pieces = split_at_exercises(strip_solutions("".join(cell["source"])))
+        source = _EXERCISES_INTRODUCTION.sub(lambda m: m.group(1) + "\n" + STUDENT_INTRODUCTION,
+                                             strip_solutions("".join(cell["source"])))
+        pieces = split_at_exercises(source)
         for part, (text, label) in enumerate(pieces):
             cells.append(_markdown_cell(cell, text.strip("\n") + "\n", part))
             if label in CHECKERS:

@@ -38,7 +38,7 @@ def _head_width(answer):
     return False, message + " In the standard case Var(q . k) = d over the coordinates of one head."
 
 
-def _values_at(expression, width):
+def _read_value_at(expression, width):
     return float(expression.subs(d, width)) if expression.free_symbols else float(expression)
 
 
@@ -51,11 +51,11 @@ def _bernoulli(answer):
     expected_mean, expected_var = variance.score_mean().subs(values), variance.score_variance().subs(values)
     symbolic = bool(mean.free_symbols or var.free_symbols)
     where = "as a function of d" if symbolic else "at d = 3"
-    if not (same(mean, expected_mean) if symbolic else np.isclose(_values_at(mean, 3), float(expected_mean.subs(d, 3)))):
+    if not (same(mean, expected_mean) if symbolic else np.isclose(_read_value_at(mean, 3), float(expected_mean.subs(d, 3)))):
         return False, f"the mean {mean} is off {where}. Hint: E[q . k] = d mu_q mu_k."
-    if not (same(var, expected_var) if symbolic else np.isclose(_values_at(var, 3), float(expected_var.subs(d, 3)))):
+    if not (same(var, expected_var) if symbolic else np.isclose(_read_value_at(var, 3), float(expected_var.subs(d, 3)))):
         hint = ("non-zero means add mu_q^2 sigma_k^2 + mu_k^2 sigma_q^2 per coordinate"
-                if np.isclose(_values_at(var, 3), 3 / 16) else "use the variance of eq-score-moments with mu = sigma = 1/2")
+                if np.isclose(_read_value_at(var, 3), 3 / 16) else "use the variance of eq-score-moments with mu = sigma = 1/2")
         return False, f"the variance {var} is off {where}. Hint: {hint}."
     return True, f"mean and variance match {where}."
 
