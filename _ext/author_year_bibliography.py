@@ -1,0 +1,78 @@
+"""One citation style: author-year in the text and in the bibliography.
+
+sphinxcontrib-bibtex cites by author and year in the text
+(``bibtex_reference_style: author_year``), but labels the list with
+pybtex's styles, which know only alpha labels ([VSP+17]) and numbers. This
+extension registers a pybtex label style that writes the label as the text
+cites it ("Vaswani et al., 2017", "Milakov and Gimelshein, 2018"), and a
+formatting style ``author_year`` (pybtex's ``plain``, sorted by author, year
+and title, with those labels). ``bibtex_default_style: author_year`` in
+``_config.yml`` selects it.
+
+Two entries with the same label get a letter after the year (2022a, 2022b),
+as in any author-year list.
+"""
+from __future__ import annotations
+
+import codecs
+from collections import Counter
+
+import latexcodec  # noqa: F401  (registers the 'ulatex' codec; pybtex depends on it)
+
+from pybtex.plugin import register_plugin
+from pybtex.style.formatting.plain import Style as PlainStyle
+from pybtex.style.labels import BaseLabelStyle
+from sphinx.application import Sphinx
+
+
+def plain(latex: str) -> str:
+    """A BibTeX field as a reader sees it: accents decoded, braces removed."""
+    return codecs.decode(latex, "ulatex").replace("{", "").replace("}", "")
+
+
+def surname(person) -> str:
+    """'de Jong', 'Ré', 'Kaiser': the family name as the text cites it."""
+    return plain(" ".join(person.prelast_names + person.last_names))
+
+
+def who(entry) -> str:
+    """The names the text cites: one, two, or the first et al."""
+    people = entry.persons.get("author") or entry.persons.get("editor") or []
+    if not people:
+        for field in ("organization", "institution", "publisher", "title"):
+            if field in entry.fields:
+                return plain(entry.fields[field])
+        return entry.key
+    if len(people) == 1:
+        return surname(people[0])
+    if len(people) == 2:
+        return f"{surname(people[0])} and {surname(people[1])}"
+    return f"{surname(people[0])} et al."
+
+
+class AuthorYearLabelStyle(BaseLabelStyle):
+    def format_labels(self, sorted_entries):
+        labels = [self.format_label(entry) for entry in sorted_entries]
+        total = Counter(labels)
+        seen = Counter()
+        for label in labels:
+            if total[label] == 1:
+                yield label
+            else:
+                yield label + "abcdefghijklmnopqrstuvwxyz"[seen[label]]
+                seen[label] += 1
+
+    def format_label(self, entry) -> str:
+        year = entry.fields.get("year", "n.d.")
+        return f"{who(entry)}, {year}"
+
+
+class AuthorYearStyle(PlainStyle):
+    default_label_style = "author_year"
+    default_sorting_style = "author_year_title"
+
+
+def setup(app: Sphinx) -> dict:
+    register_plugin("pybtex.style.labels", "author_year", AuthorYearLabelStyle)
+    register_plugin("pybtex.style.formatting", "author_year", AuthorYearStyle)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
