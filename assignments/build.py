@@ -175,8 +175,11 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], course_seed: 
 
 
 def requirements(ref: str) -> str:
+    """What the autograder's machine installs: attnlib does not list torch, so it is named here,
+    from PyTorch's CPU index (grading needs no GPU, and the CUDA build is gigabytes)."""
     url, _ = repository()
-    return f"attnlib @ git+{url}@{ref}\notter-grader=={OTTER_VERSION}\n"
+    return (f"--extra-index-url https://download.pytorch.org/whl/cpu\ntorch=={torch.__version__.split('+')[0]}\n"
+            f"attnlib @ git+{url}@{ref}\notter-grader=={OTTER_VERSION}\n")
 
 
 def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None, ref: str | None = None

@@ -278,6 +278,28 @@ with_hole[0, :, :, 2] = False
 per_head = padding.clone()
 per_head[:, 1, :, 0] = False
 answer = [fused.key_lengths(mask) for mask in (padding, with_hole, per_head)]"""),
+    Task("ex-11-causal-work", book={"n": 32, "ranks": 4},
+         variants=({"n": 64, "ranks": 4}, {"n": 48, "ranks": 4}, {"n": 16, "ranks": 4}),
+         numbers="Use n = {n} positions on W = {ranks} ranks.",
+         solution="""\
+block, chunk = {n} // {ranks}, {n} // (2 * {ranks})
+# a slice starting after s earlier positions computes s x its length pairs in full, then its own triangle
+contiguous = [block * block * r + block * (block + 1) // 2 for r in range({ranks})]
+zigzag = [chunk * chunk * c + chunk * (chunk + 1) // 2 for c in range(2 * {ranks})]
+answer = (contiguous, [zigzag[r] + zigzag[2 * {ranks} - 1 - r] for r in range({ranks})])"""),
+    Task("ex-11-infiniband", book={"kv_heads": 8}, variants=({"kv_heads": 4}, {"kv_heads": 2}, {"kv_heads": 16}),
+         rtol=0.02, numbers="Use {kv_heads} key/value heads instead of 8.",
+         solution="""\
+peers = stored_results.load("peers_nvidia_h200.json")
+row = next(r for r in peers["rows"] if r.get("d") == 128 and r.get("n") == 16384
+           and r["dtype"] == "bfloat16" and not r["causal"])
+flops, bandwidth = row["fused"] * 1e12, 50e9
+# compute 4 H L_b^2 d / F equals transfer 2 H_kv L_b d (2 bytes) / bandwidth
+answer = ({kv_heads} / 32) * 2 * flops / (2 * bandwidth)"""),
+    Task("ex-11-backward-bytes", solution="""\
+forward_bytes = 2 + 2            # K and V in bfloat16, per element of a block
+backward_bytes = 2 + 2 + 4 + 4   # and dK, dV in float32
+answer = backward_bytes / forward_bytes"""),
 ]
 
 BY_LABEL = {task.label: task for task in TASKS}

@@ -26,13 +26,21 @@ def repository() -> tuple[str, str]:
 
 
 def install_cell_source(url: str, branch: str) -> str:
+    """The cell's source; one argument a line, so that it fits the book's column."""
     return (
         "# Installs attnlib from the book's repository when it is missing (Colab);\n"
         "# torch is never installed or upgraded here.\n"
         "import importlib.util, subprocess, sys\n"
+        "\n"
         "if importlib.util.find_spec(\"attnlib\") is None:\n"
-        "    subprocess.check_call([sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\",\n"
-        f"                           \"attnlib @ git+{url}@{branch}\"])"
+        "    subprocess.check_call([\n"
+        "        sys.executable,\n"
+        "        \"-m\",\n"
+        "        \"pip\",\n"
+        "        \"install\",\n"
+        "        \"--quiet\",\n"
+        f"        \"attnlib @ git+{url}@{branch}\",\n"
+        "    ])"
     )
 
 

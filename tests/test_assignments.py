@@ -88,3 +88,19 @@ def test_the_course_seed_chooses_the_numbers():
 def test_matches_never_raises_and_never_accepts_junk(junk):
     assert not grading.matches(junk, (1.0, [2.0, 3.0]), rtol=1e-6)
     assert not grading.matches(junk, 4.0, rtol=0.0)
+
+
+def test_the_instructor_page_lists_every_exercise():
+    page = (ROOT / "instructor.md").read_text()
+    assert catalogue.page_block(page) == catalogue.markdown_table(), \
+        "run python assignments/catalogue.py --write instructor.md"
+    labels = [e.label for e in catalogue.all_exercises()]
+    assert len(labels) > len(tasks.TASKS) and all(f"`{label}`" in page for label in labels)
+
+
+def test_the_autograder_installs_the_pinned_library(built):
+    url, ref = build.repository()
+    chapter = built[GRADED[0]]
+    assert f"attnlib @ git+{url}@{ref}" in build.requirements(ref)
+    notebook = (chapter / "student" / f"{chapter.name}.ipynb").read_text()
+    assert f"git+{url}@{ref}" in notebook
