@@ -4,8 +4,13 @@ A student computes an answer in a notebook (in Colab or locally) and runs
 
     attnlib.exercises.check("ex-01-row-two", answer)
 
-which says whether the answer is right and, when it is not, what is off.
-Each checker is registered under the label of its exercise in the chapter,
+which prints whether the answer is right and, when it is not, names the likely
+mistake (the units, a factor of 2, the wrong head) without giving the value.
+An answer that is not finite, or not an answer at all, is turned away with a
+sentence naming what was expected. The checkers know the book's numbers only;
+graded assignments with other numbers are built outside this package
+(``assignments/`` in the book's repository), so that nothing installed here
+answers them. Each checker is registered under the label of its exercise in the chapter,
 with a ``prompt`` that says what ``answer`` must be; the checkers of chapter
 NN live in ``attnlib/exercises/chNN.py`` and are registered on import.
 
@@ -241,4 +246,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Each chapter's checkers register themselves on import; they need the helpers above.
-from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09  # noqa: E402,F401
+from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch11  # noqa: E402,F401
