@@ -4,14 +4,15 @@ This is the FlashAttention algorithm written out with torch operations, one
 query block times one key block at a time. It never holds the ``L x S``
 score matrix: the largest intermediate is one tile of scores,
 ``(batch*Hkv, G*block_q, block_k)``, and besides the output it keeps only
-the running state (maximum, sum, accumulator) of one query block. Chapter 8 (``08_online_softmax``)
-derives every step; the comments below name its equations:
+the running state (maximum, sum, accumulator) of one query block. Chapter 8
+(``08_online_softmax``) derives every step; the comments below give the
+numbers its equations have in the book:
 
-    (eq-online-max)   m_new = max(m, rowmax(S_tile))
-    (eq-online-sum)   l_new = l * exp(m - m_new) + rowsum(exp(S_tile - m_new))
-    (eq-online-acc)   acc_new = acc * exp(m - m_new) + exp(S_tile - m_new) V_tile
-    (eq-normalise)    O = acc / l
-    (eq-lse)          lse = m + log(l)   (-inf for a row with no allowed key)
+    (eq. 8.2)   m_new = max(m, rowmax(S_tile))
+    (eq. 8.3)   l_new = l * exp(m - m_new) + rowsum(exp(S_tile - m_new))
+    (eq. 8.4)   acc_new = acc * exp(m - m_new) + exp(S_tile - m_new) V_tile
+    (eq. 8.5)   O = acc / l
+    (eq. 8.6)   lse = m + log(l)   (-inf for a row with no allowed key)
 
 The backward pass (:class:`TiledAttentionFunction`) recomputes each tile of
 weights from the saved log-sum-exp, ``P = exp(S - lse)``, so training does
@@ -201,16 +202,16 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[
     for j0, j1 in tiles.key_blocks(i0, i1, block_k):
         key, value = tiles.key_value_block(j0, j1)
         scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)  # (N, G*bq, bk)
-        m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (eq-online-max)
+        m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (eq. 8.2)
         shift = _zero_where_nothing_seen(m_new)
         correction = torch.exp(m - shift)  # how much the old state shrinks
         weights = scores.sub_(shift).exp_()  # unnormalised, in place of the scores
-        l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq-online-sum)
-        acc = acc.mul_(correction).add_(weights @ value)  # (eq-online-acc)
+        l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq. 8.3)
+        acc = acc.mul_(correction).add_(weights @ value)  # (eq. 8.4)
         m = m_new
-    # (eq-normalise): a row that saw no allowed key has l = 0 and acc = 0; it stays 0.
+    # (eq. 8.5): a row that saw no allowed key has l = 0 and acc = 0; it stays 0.
     output = acc / torch.where(l > 0, l, torch.ones_like(l))
-    return output, m + torch.log(l)  # (eq-lse)
+    return output, m + torch.log(l)  # (eq. 8.6)
 
 
 def _for_each_block(work, starts: range, device: torch.device) -> None:
@@ -273,7 +274,7 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int, j1: i
     query, grad_out, block_lse, block_row_term = rows
     key, value = tiles.key_value_block(j0, j1)
     scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)
-    weights = scores.sub_(block_lse).exp_()  # P = exp(S - lse), the forward's weights (eq-weights-from-lse)
+    weights = scores.sub_(block_lse).exp_()  # P = exp(S - lse), the forward's weights (eq. 8.8)
     grad_scores = weights * (grad_out @ value.mT - block_row_term)  # dS = P * (dP - D), dP = dO V^T
     return key, weights, grad_scores
 
@@ -281,7 +282,7 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int, j1: i
 def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, block_k: int):
     """Gradients ``dQ (N, G, L, E)``, ``dK (N, S, E)``, ``dV (N, S, Ev)`` from the saved ``lse``.
 
-    Per tile (eq-tiled-backward): ``P = exp(S - lse)``, ``dP = dO V^T``,
+    Per tile (eq. 8.9): ``P = exp(S - lse)``, ``dP = dO V^T``,
     ``dS = P * (dP - D)`` with ``D = rowsum(dO * O) - dlse``, then
     ``dV_j += P^T dO_i``, ``dK_j += dS^T (scale * Q_i)`` and
     ``dQ_i += scale * dS K_j``. Two sweeps keep every block's sums in one

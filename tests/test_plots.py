@@ -27,3 +27,16 @@ def test_heatmap_numbers_rows_and_columns_from_first_index():
     assert tick_texts(one.get_yticklabels()) == ["1", "2"]
     assert [t.get_text() for t in one.texts][:2] == ["1.000", "0.000"]
     plt.close(fig)
+
+
+def test_diagrams_draw_every_box():
+    from attnlib import diagrams
+
+    fig, (steps, tiles) = plt.subplots(2, 1)
+    diagrams.four_steps(steps)
+    diagrams.online_softmax_tiles(tiles, n_tiles=3)
+    labels = [t.get_text() for t in steps.texts]
+    assert "$Q$" in labels and "$O = AV$" in labels and "3. softmax by rows" in labels
+    # per tile: its K, V box, its score tile and the state after it; then Q, the start and O
+    assert len(tiles.patches) - sum(isinstance(p, diagrams.FancyArrowPatch) for p in tiles.patches) == 3 * 3 + 3
+    plt.close(fig)

@@ -199,3 +199,14 @@ def test_student_t_is_rejected_by_the_direct_sympy_stats_product():
 def test_unknown_initialisation_is_rejected():
     with pytest.raises(ValueError, match="init must be one of"):
         v.derive_projected_score_variance("orthogonal")
+
+
+def test_steps_latex_puts_each_reason_under_its_equation():
+    steps = v.derive_product_variance()
+    latex = v.steps_latex(steps)
+    rows = latex.removeprefix(r"\begin{aligned}").removesuffix(r"\end{aligned}").split(r" \\[4pt] ")
+    assert len(rows) == len(steps)
+    for row, step in zip(rows, steps):
+        equation, reason = row.split(r" \\ ")
+        assert equation.count("&=") == 1
+        assert reason == rf"&\qquad \text{{({step.reason})}}"

@@ -74,10 +74,14 @@ class Step:
 
 
 def steps_latex(steps) -> str:
-    """The steps as one LaTeX ``aligned`` block: each equation with its reason beside it."""
-    lines = [rf"{sp.latex(step.equation.lhs)} &= {sp.latex(step.equation.rhs)} "
-             rf"&& \text{{{step.reason}}}" for step in steps]
-    return r"\begin{aligned}" + r" \\ ".join(lines) + r"\end{aligned}"
+    """The steps as one LaTeX ``aligned`` block: each equation, its reason on the line below.
+
+    The reason goes below rather than beside its equation so that the block
+    stays as narrow as its widest equation, and fits a book's column.
+    """
+    lines = [rf"{sp.latex(step.equation.lhs)} &= {sp.latex(step.equation.rhs)} \\ "
+             rf"&\qquad \text{{({step.reason})}}" for step in steps]
+    return r"\begin{aligned}" + r" \\[4pt] ".join(lines) + r"\end{aligned}"
 
 
 def _eq(lhs, rhs) -> sp.Eq:
@@ -374,11 +378,15 @@ def two_level_profile_variance(delta: sp.Expr, aligned: bool = True) -> sp.Expr:
 def derive_score_fourth_central_moment() -> tuple[Step, ...]:
     """E[(s - E s)^4] for s = q.k, general coordinate moments, symbolic d.
 
-    The moment generating function of X = q_i k_i has raw moments
-    E[X^n] = E[q^n] E[k^n] (independence). The d terms of s are independent
-    and identically distributed, so the cumulant generating function of s is
-    d times that of X: K_s(t) = d K_X(t). Centering removes the first cumulant;
-    the fourth central moment is 4! times the t^4 coefficient of exp(K).
+    One term X = q_i k_i has raw moments E[X^n] = E[q^n] E[k^n]
+    (independence). Cumulants of independent terms add (the characteristic
+    function factorises), so the cumulants of s are d times those of X. The
+    bookkeeping uses formal power series in t built from the first four
+    moments, the moment generating function truncated at t^4; the series
+    stands for the cumulants only and need not converge (for Student-t
+    coordinates the moment generating function does not exist). Centering
+    removes the first cumulant; the fourth central moment is 4! times the
+    t^4 coefficient of exp(K).
     """
     t = sp.Symbol("t")
     raw = {n: apply_independence(Expectation((q * k) ** n).expand()) for n in range(1, 5)}
