@@ -98,31 +98,31 @@ def run_on_local_ring(worker, world_size: int, *args, timeout: float = 120.0, th
     return [collected[rank] for rank in range(world_size)]
 
 
-def ring_matches_one_process(rank: int, world_size: int, case: dict) -> dict:
-    """The chapter's worker: ring attention on shards of one seeded problem, against one process.
+def ring_matches_one_process(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
+    """The chapter's worker: ring attention on shards of seeded problems, against one process.
 
-    Every rank draws the same whole ``q, k, v`` from ``case["seed"]``, keeps its
-    shard, runs :func:`ring_attention` forward and backward, and gathers the
-    output and gradient shards back into whole sequences. Rank 0 also runs
-    the naive path on the whole problem in one process and reports the
-    largest absolute differences.
+    For each case every rank draws the same whole ``q, k, v`` (float64,
+    ``case["shape"] = (B, H, n, E)``) from ``case["seed"]``, keeps its shard,
+    runs :func:`ring_attention` forward and backward, and gathers the output
+    and gradient shards back into whole sequences. Rank 0 also runs the
+    naive path on the whole problem in one process and reports, per case,
+    the largest absolute differences of the output and the gradients.
     """
-    generator = torch.Generator().manual_seed(case["seed"])
-    batch, heads, length, width = case["shape"]
-    whole = [torch.randn(batch, heads, length, width, generator=generator, dtype=torch.float64)
-             for _ in range(3)]
-    sharding, causal = case["sharding"], case["is_causal"]
-    shards = [shard(x, rank, world_size, sharding).requires_grad_() for x in whole]
-    output = ring_attention(*shards, is_causal=causal, sharding=sharding)
-    output.backward(shard(torch.ones_like(whole[0]), rank, world_size, sharding))
-    gathered = [gather_sequence(x, sharding) for x in [output] + [s.grad for s in shards]]
-    if rank != 0:
-        return {}
-    whole = [x.requires_grad_() for x in whole]
-    reference = scaled_dot_product_attention(*whole, is_causal=causal, backend="naive")
-    reference.sum().backward()
-    names = ["output", "dQ", "dK", "dV"]
-    expected = [reference] + [x.grad for x in whole]
-    return {name: float((got - want).detach().abs().max())
-            for name, got, want in zip(names, gathered, expected)}
-
+    report = []
+    for case in cases:
+        generator = torch.Generator().manual_seed(case["seed"])
+        whole = [torch.randn(*case["shape"], generator=generator, dtype=torch.float64)
+                 for _ in range(3)]
+        upstream = torch.randn(*case["shape"], generator=generator, dtype=torch.float64)
+        sharding, causal = case["sharding"], case["is_causal"]
+        shards = [shard(x, rank, world_size, sharding).requires_grad_() for x in whole]
+        output = ring_attention(*shards, is_causal=causal, sharding=sharding)
+        output.backward(shard(upstream, rank, world_size, sharding))
+        gathered = [gather_sequence(x.detach(), sharding) for x in [output] + [s.grad for s in shards]]
+        whole = [x.requires_grad_() for x in whole]
+        reference = scaled_dot_product_attention(*whole, is_causal=causal, backend="naive")
+        reference.backward(upstream)
+        expected = [reference] + [x.grad for x in whole]
+        report.append({name: float((got - want).detach().abs().max())
+                       for name, got, want in zip(("output", "dQ", "dK", "dV"), gathered, expected)})
+    return report if rank == 0 else []

@@ -10,7 +10,7 @@ steps every query has met every key.
 
 Each step yields a partial result over one block of keys: the output
 ``o_b`` normalised over that block and its log-sum-exp ``lse_b``. Chapter 8's
-merge of online-softmax states (eq-merge), written for normalised outputs
+merge of online-softmax states (eq. 8.7), written for normalised outputs
 (``o = acc / l`` and ``lse = m + log l``), is
 
     lse = log(exp(lse_a) + exp(lse_b))
@@ -21,7 +21,7 @@ single-device result up to rounding.
 
 The backward pass sends the blocks around once more. Each rank recomputes
 its tiles against the visiting block with the final ``lse`` (the tiled
-backward, eq-tiled-backward), keeps ``dQ`` and adds ``dK`` and ``dV`` to an
+backward, eq. 8.9), keeps ``dQ`` and adds ``dK`` and ``dV`` to an
 accumulator that travels with the block and arrives home after ``W`` steps.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ _MESSAGE_BYTES = 400
 
 
 def merge_partials(out_a, lse_a, out_b, lse_b):
-    """Merge two partial results over disjoint key sets (eq-merge in log-sum-exp form).
+    """Merge two partial results over disjoint key sets (eq. 8.7 in log-sum-exp form).
 
     ``out (..., L, Ev)`` normalised over its own keys, ``lse (..., L)``;
     returns the output and log-sum-exp over the union of the keys. A row

@@ -1,0 +1,86 @@
+"""Checkers for the exercises of Chapter 11, Beyond one device."""
+from .. import stored_results
+from . import as_array, as_number, checker
+
+
+def _close(got: float, expected: float, relative: float) -> bool:
+    return abs(got - expected) <= relative * abs(expected)
+
+
+def _causal_pairs_per_rank(n: int, world_size: int, zigzag: bool) -> list[int]:
+    """Pairs ``j <= i`` each rank computes: a chunk of ``c`` positions starting at ``a`` sees
+    ``a c`` earlier keys in full and its own triangle ``c (c + 1) / 2``."""
+    pieces = 2 * world_size if zigzag else world_size
+    size = n // pieces
+
+    def chunk(index):
+        return index * size * size + size * (size + 1) // 2
+
+    if zigzag:
+        return [chunk(r) + chunk(pieces - 1 - r) for r in range(world_size)]
+    return [chunk(r) for r in range(world_size)]
+
+
+@checker("ex-11-causal-work",
+         "a pair (contiguous, zigzag) of four ints each: the causal (query, key) pairs that ranks "
+         "0 to 3 compute over the whole ring, n = 32, W = 4")
+def _causal_work(answer):
+    contiguous, zigzag = answer
+    got = {"contiguous": as_array(contiguous, "contiguous", (4,)),
+           "zigzag": as_array(zigzag, "zigzag", (4,))}
+    for name, counts in got.items():
+        expected = _causal_pairs_per_rank(32, 4, name == "zigzag")
+        if list(counts) == expected:
+            continue
+        if counts.sum() == 32 * 32:
+            return False, (f"your {name} counts add up to all n^2 pairs; under a causal mask only "
+                           "the pairs with j <= i are computed.")
+        if counts.sum() != sum(expected):
+            return False, (f"your {name} counts add up to {counts.sum():g}, but over all ranks "
+                           "the ring computes every pair j <= i exactly once: n (n + 1) / 2.")
+        hint = ("rank r holds chunks r and 2W - 1 - r of n / 2W positions"
+                if name == "zigzag" else "rank r holds positions r n/W to (r + 1) n/W - 1")
+        return False, f"the total is right but the {name} split is not; {hint}."
+    return True, ("contiguous slices load the last rank about seven times as much as the first; "
+                  "zigzag slices give every rank the same count.")
+
+
+def _fused_flops() -> float:
+    peers = stored_results.load("peers_nvidia_h200.json")
+    row = next(r for r in peers["rows"] if r.get("d") == 128 and r.get("n") == 16384
+               and r["dtype"] == "bfloat16" and not r["causal"])
+    return row["fused"] * 1e12
+
+
+@checker("ex-11-infiniband",
+         "a number: the block length L_b (tokens per GPU) above which a ring step is compute-bound, "
+         "32 query heads, 8 key/value heads, bfloat16, fused forward, InfiniBand NDR (50 GB/s)")
+def _infiniband(answer):
+    got = as_number(answer, "block_length")
+    heads_ratio, bytes_per_number, bandwidth = 8 / 32, 2, 50e9
+    expected = heads_ratio * bytes_per_number * _fused_flops() / (2 * bandwidth)
+    if _close(got, expected, 0.02):
+        return True, "a step with a longer block computes longer than its block takes to arrive."
+    hints = [(expected / heads_ratio, "the block holds 8 key/value heads, not 32"),
+             (expected / 2, "the block holds K and V, 2 bytes a number, and the link moves "
+                            "50 GB/s each way"),
+             (expected / 8, "50 GB/s is 400 Gb/s: bytes, not bits"),
+             (expected * 2, "a block's forward pass costs 4 H L_b^2 d operations: two "
+                            "products of 2 L_b^2 d each per head")]
+    hint = next((text for value, text in hints if _close(got, value, 0.02)),
+                "set 4 H L_b^2 d / F equal to 2 H_kv L_b d s / beta and solve for L_b")
+    return False, f"{got:.4g} tokens is not the crossover; {hint}."
+
+
+@checker("ex-11-backward-bytes",
+         "a number: bytes the backward pass of ring_attention sends per step, as a multiple "
+         "of the forward pass's, for bfloat16 inputs")
+def _backward_bytes(answer):
+    got = as_number(answer, "ratio")
+    if _close(got, 3.0, 1e-6):
+        return True, "keys and values in bfloat16 plus two float32 accumulators: three times the bytes."
+    if _close(got, 2.0, 1e-6):
+        return False, "dK and dV travel in the compute dtype, float32, not in bfloat16."
+    if _close(got, 1.5, 1e-6):
+        return False, "the key and value blocks travel again in the backward pass, besides dK and dV."
+    return False, f"{got:.4g} is not the ratio; count the bytes per element of K, V, dK and dV."
