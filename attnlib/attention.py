@@ -18,6 +18,7 @@ def scaled_dot_product_attention(
     enable_gqa: bool = False,
     *,
     causal_alignment: str = "top_left",
+    softcap: float | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
     r"""``softmax(scale * Q K^T + mask) V``, with torch's semantics (>= 2.5).
@@ -31,6 +32,9 @@ def scaled_dot_product_attention(
       ``j <= i + S - L`` (``causal_alignment="bottom_right"``). Not combinable
       with ``attn_mask``.
     - ``scale`` defaults to ``1/sqrt(E)``, the per-head query/key width.
+    - ``softcap`` (an extension of torch's signature, FlashAttention's name):
+      a finite positive ``c`` turns the scores into ``c * tanh(scale * q.k / c)``
+      before the mask is applied (logit soft-capping, as in Gemma 2); None: no cap.
     - ``enable_gqa``: ``Hq`` may be a multiple of ``Hkv``; query head ``h``
       uses key/value head ``h // (Hq // Hkv)``.
     - A query with no allowed key gets output 0 and gradient 0; what the
@@ -41,16 +45,19 @@ def scaled_dot_product_attention(
       ``attnlib.last_dispatch()`` tells which ran and why the others did not.
     """
     problem = check_problem(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
+        softcap,
     )
     return dispatch.run(problem, backend)
 
 
 def explain(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-            enable_gqa=False, *, causal_alignment="top_left", backend="auto") -> dispatch.Dispatch:
+            enable_gqa=False, *, causal_alignment="top_left", softcap=None,
+            backend="auto") -> dispatch.Dispatch:
     """Which backend ``scaled_dot_product_attention`` would run with these arguments, and why."""
     problem = check_problem(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
+        softcap,
     )
     return dispatch.choose(problem, backend)
 
@@ -64,14 +71,16 @@ def attention_weights(
     enable_gqa: bool = False,
     *,
     causal_alignment: str = "top_left",
+    softcap: float | None = None,
 ) -> torch.Tensor:
-    """The weight matrix ``A = softmax(scale * Q K^T + mask)``, shape ``(..., Hq, L, S)``.
+    """The weight matrix ``A = softmax(cap(scale * Q K^T) + mask)``, shape ``(..., Hq, L, S)``.
 
-    Same masking rules as :func:`scaled_dot_product_attention` (rows with no
-    allowed key are all 0); no dropout. Returned in the input dtype.
+    Same masking rules and ``softcap`` as :func:`scaled_dot_product_attention`
+    (rows with no allowed key are all 0); no dropout. Returned in the input dtype.
     """
     no_values = key[..., :0]
     problem = check_problem(
-        query, key, no_values, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment
+        query, key, no_values, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment,
+        softcap,
     )
     return naive.weights(problem).to(query.dtype)

@@ -7,6 +7,12 @@ takes the first that accepts; a backend may also define
 ``auto_declines(problem)``, a reason consulted by auto only (e.g. tiled
 leaves small problems to naive). A named backend that cannot take the call
 raises with its reason instead of quietly running another path.
+
+Keywords added to the contract after a backend was written (``softcap``)
+are opt-in: a backend takes a call that uses one only if its module
+declares the flag named in ``OPT_IN_FEATURES`` (e.g.
+``SUPPORTS_SOFTCAP = True``), so that no path ignores a keyword it has
+never heard of.
 """
 from __future__ import annotations
 
@@ -17,6 +23,19 @@ from .problem import AttentionProblem
 
 BACKENDS = {naive.NAME: naive, tiled.NAME: tiled, fused.NAME: fused}
 AUTO_ORDER = (fused.NAME, tiled.NAME, naive.NAME)
+#: keyword -> (the module flag a backend declares to take it, whether a call uses it)
+OPT_IN_FEATURES = {
+    "softcap": ("SUPPORTS_SOFTCAP", lambda problem: problem.softcap is not None),
+}
+
+
+def unsupported_reason(backend, problem: AttentionProblem) -> str | None:
+    """Why ``backend`` (a module) cannot take ``problem``: an opt-in keyword it has not
+    declared, else its own ``unsupported_reason``; None when it can."""
+    for keyword, (flag, used) in OPT_IN_FEATURES.items():
+        if used(problem) and not getattr(backend, flag, False):
+            return f"{keyword} is not implemented in this path"
+    return backend.unsupported_reason(problem)
 
 
 @dataclass(frozen=True)
@@ -43,14 +62,14 @@ def choose(problem: AttentionProblem, requested: str) -> Dispatch:
             f"backend must be 'auto' or one of {tuple(BACKENDS)}, got {requested!r}"
         )
     if requested != "auto":
-        why_not = BACKENDS[requested].unsupported_reason(problem)
+        why_not = unsupported_reason(BACKENDS[requested], problem)
         if why_not is not None:
             raise ValueError(f"backend={requested!r} cannot run this call: {why_not}")
         passed_over = {name: "not requested" for name in BACKENDS if name != requested}
         return Dispatch(requested, requested, passed_over)
     passed_over = {}
     for name in AUTO_ORDER:
-        why_not = BACKENDS[name].unsupported_reason(problem)
+        why_not = unsupported_reason(BACKENDS[name], problem)
         if why_not is None and hasattr(BACKENDS[name], "auto_declines"):
             why_not = BACKENDS[name].auto_declines(problem)
         if why_not is None:

@@ -1,7 +1,8 @@
 """The naive path: attention in its four steps, in plain torch.
 
     1. scores   S = Q K^T                    (..., Hq, L, S)
-    2. scale    S = S * scale  (+ mask)      scale = 1/sqrt(E) by default
+    2. scale    S = S * scale  (+ mask)      scale = 1/sqrt(E) by default;
+                with ``softcap`` c:  S = c * tanh(S * scale / c), then the mask
     3. softmax  A = softmax(S) row by row    rows sum to 1 (or are all 0)
     4. mix      O = A V                      (..., Hq, L, Ev)
 
@@ -17,6 +18,7 @@ from .masks import allowed_positions, score_bias
 from .problem import AttentionProblem
 
 NAME = "naive"
+SUPPORTS_SOFTCAP = True
 
 
 def unsupported_reason(problem: AttentionProblem) -> str | None:
@@ -42,12 +44,25 @@ def _hide_unseen(x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
     return torch.where(seen_by_some_query, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
+def soft_cap(scores: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """Logit soft-capping ``c * tanh(s / c)``: about ``s`` for ``|s| << c``, never beyond ``+-c``.
+
+    ``softcap`` None leaves the scores as they are.
+    """
+    if softcap is None:
+        return scores
+    return softcap * torch.tanh(scores / softcap)
+
+
 def masked_scaled_scores(problem: AttentionProblem, allowed: torch.Tensor | None) -> torch.Tensor:
-    """Steps 1 and 2: ``scale * Q K^T + bias``, with ``-inf`` where ``allowed`` is False."""
+    """Steps 1 and 2: ``cap(scale * Q K^T) + bias``, with ``-inf`` where ``allowed`` is False.
+
+    ``cap`` is :func:`soft_cap` with the problem's ``softcap`` (the identity without one).
+    """
     dtype = problem.compute_dtype
     query = problem.query.to(dtype)
     key = _hide_unseen(_expand_kv_heads(problem.key.to(dtype), problem.group_size), allowed)
-    scores = (query @ key.transpose(-2, -1)) * problem.scale
+    scores = soft_cap((query @ key.transpose(-2, -1)) * problem.scale, problem.softcap)
     bias = score_bias(problem)
     if bias is not None:
         scores = scores + bias

@@ -38,6 +38,8 @@ class AttentionProblem:
     scale: float
     enable_gqa: bool
     causal_alignment: str
+    #: ``c`` in ``c * tanh(scale * q.k / c)``, applied before the mask; None: no cap.
+    softcap: float | None = None
 
     @property
     def query_len(self) -> int:
@@ -142,6 +144,18 @@ def _check_scale(scale, head_dim: int) -> float:
     return float(scale)
 
 
+def _check_softcap(softcap) -> float | None:
+    if softcap is None:
+        return None
+    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
+        raise TypeError(
+            f"softcap must be a finite positive real number or None, got {_describe(softcap)}"
+        )
+    if not (math.isfinite(softcap) and softcap > 0):
+        raise ValueError(f"softcap must be a finite positive real number, got {softcap!r}")
+    return float(softcap)
+
+
 def check_problem(
     query,
     key,
@@ -152,6 +166,7 @@ def check_problem(
     scale=None,
     enable_gqa=False,
     causal_alignment="top_left",
+    softcap=None,
 ) -> AttentionProblem:
     """Check one call against the contract and return it as a problem."""
     for name, x in (("query", query), ("key", key), ("value", value)):
@@ -233,4 +248,5 @@ def check_problem(
         scale=_check_scale(scale, query.shape[-1]),
         enable_gqa=enable_gqa,
         causal_alignment=causal_alignment,
+        softcap=_check_softcap(softcap),
     )

@@ -16,7 +16,9 @@ numbers its equations have in the book:
 
 The backward pass (:class:`TiledAttentionFunction`) recomputes each tile of
 weights from the saved log-sum-exp, ``P = exp(S - lse)``, so training does
-not store ``L x S`` either. The fused Triton kernel follows these steps one
+not store ``L x S`` either. With logit soft-capping a tile's scores are
+``c * tanh(s / c)`` before the mask, and the backward pass multiplies the
+score gradients by the cap's slope ``1 - tanh^2(s / c)``. The fused Triton kernel follows these steps one
 by one.
 
 Grouped-query attention never copies keys or values per query head: the
@@ -35,6 +37,7 @@ import torch
 from .problem import AttentionProblem, check_problem
 
 NAME = "tiled"
+SUPPORTS_SOFTCAP = True
 #: Query rows per tile (per query head). With ``DEFAULT_BLOCK_K`` this pair
 #: is within a few percent of the fastest on a 2-core CPU in
 #: ``benchmarks/tiled_block_sizes.py``, with a smaller tile than the larger
@@ -104,6 +107,7 @@ class _Tiles:
         self.query_len, self.key_len = query.shape[-2], key.shape[-2]
         self.causal = problem.is_causal
         self.offset = problem.causal_offset
+        self.softcap = problem.softcap
         mask = problem.attn_mask
         self.mask = None  # (*batch, Hkv, G, L, S), a broadcast view
         self.key_seen = None  # (N, S, 1) bool: may some query of the group see key j?
@@ -158,6 +162,12 @@ class _Tiles:
             if j0 < self.keys_reached(i1):
                 yield i0, i1, self.keys_reached(i1)
 
+    def cap_scores(self, scores: torch.Tensor) -> torch.Tensor:
+        """Soft-cap a tile of scores in place, ``s -> c * tanh(s / c)``; unchanged without a cap."""
+        if self.softcap is None:
+            return scores
+        return scores.div_(self.softcap).tanh_().mul_(self.softcap)
+
     def mask_scores(self, scores: torch.Tensor, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
         """Add the float mask and set forbidden scores to ``-inf``, in place; ``scores (N, G*bq, bk)``."""
         if self.mask is not None:
@@ -201,7 +211,8 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[
     acc = torch.zeros((n, rows, value_dim), dtype=dtype, device=device)
     for j0, j1 in tiles.key_blocks(i0, i1, block_k):
         key, value = tiles.key_value_block(j0, j1)
-        scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)  # (N, G*bq, bk)
+        scores = tiles.cap_scores(query @ key.mT)  # (N, G*bq, bk)
+        scores = tiles.mask_scores(scores, i0, i1, j0, j1)
         m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (eq. 8.2)
         shift = _zero_where_nothing_seen(m_new)
         correction = torch.exp(m - shift)  # how much the old state shrinks
@@ -273,9 +284,14 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int, j1: i
     """
     query, grad_out, block_lse, block_row_term = rows
     key, value = tiles.key_value_block(j0, j1)
-    scores = tiles.mask_scores(query @ key.mT, i0, i1, j0, j1)
+    scores = tiles.cap_scores(query @ key.mT)
+    # d/ds c tanh(s / c) = 1 - tanh^2(s / c), and tanh(s / c) is the capped score over c
+    cap_slope = None if tiles.softcap is None else 1 - (scores / tiles.softcap).square()
+    scores = tiles.mask_scores(scores, i0, i1, j0, j1)
     weights = scores.sub_(block_lse).exp_()  # P = exp(S - lse), the forward's weights (eq. 8.8)
     grad_scores = weights * (grad_out @ value.mT - block_row_term)  # dS = P * (dP - D), dP = dO V^T
+    if cap_slope is not None:
+        grad_scores = grad_scores.mul_(cap_slope)  # through the cap, to the uncapped scores
     return key, weights, grad_scores
 
 
@@ -376,14 +392,15 @@ def attention(
     enable_gqa: bool = False,
     *,
     causal_alignment: str = "top_left",
+    softcap: float | None = None,
     block_q: int = DEFAULT_BLOCK_Q,
     block_k: int = DEFAULT_BLOCK_K,
     return_lse: bool = False,
 ):
-    """Tiled ``softmax(scale * Q K^T + mask) V`` with chosen block sizes.
+    """Tiled ``softmax(cap(scale * Q K^T) + mask) V`` with chosen block sizes.
 
     Same arguments and contract as :func:`attnlib.scaled_dot_product_attention`
-    (no dropout). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
+    (no dropout; ``softcap`` as there). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
     ``value (..., Hkv, S, Ev)`` -> output ``(..., Hq, L, Ev)``. With
     ``return_lse=True`` also returns ``lse (..., Hq, L)``,
     ``lse_i = log sum_j exp(s_ij)`` over allowed keys, in the compute dtype
@@ -393,7 +410,8 @@ def attention(
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
     problem = check_problem(
-        query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment
+        query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment,
+        softcap,
     )
     why_not = unsupported_reason(problem)
     if why_not is not None:
