@@ -157,3 +157,22 @@ def raises(rank, world_size):
 def sleeps(rank, world_size, seconds):
     time.sleep(seconds)
     return rank
+
+
+def ring_on_subgroups(rank, world_size):
+    """Ranks {0, 2} and {1, 3} each run a ring of two on their own group.
+
+    Inside a group the ranks are 0 and 1 but their global ranks are not,
+    so the transfers must address peers by global rank. Returns the largest
+    error of this rank's output shard against plain torch on the whole
+    sequence.
+    """
+    groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+    group = groups[rank % 2]
+    case = dict(shape=(1, 2, 2, 16, 16, 4), seed=20 + rank % 2, causal="top_left")
+    q, k, v, _, _ = whole_problem(case, torch.float64)
+    member = dist.get_rank(group)
+    output = ring_attention(*(shard(x, member, 2, "zigzag") for x in (q, k, v)), is_causal=True,
+                            sharding="zigzag", group=group)
+    expected, _ = plain_attention(q, k, v, allowed_keys(case, 16, 16), 4 ** -0.5)
+    return error(output, shard(expected, member, 2, "zigzag"))

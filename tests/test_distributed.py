@@ -17,6 +17,7 @@ from attnlib.distributed import (
     shard,
     shard_chunks,
     shard_positions,
+    time_model,
     unshard,
 )
 
@@ -138,6 +139,44 @@ def test_a_failing_worker_is_reported_with_its_rank():
 
 def test_a_worker_past_the_deadline_fails_instead_of_hanging():
     started = time.monotonic()
-    with pytest.raises(TimeoutError, match="did not finish within timeout=3"):
-        run_on_local_ring(ring_workers.sleeps, 2, 600, timeout=3)
+    with pytest.raises(TimeoutError, match="did not finish within timeout=2"):
+        run_on_local_ring(ring_workers.sleeps, 2, 600, timeout=2)
     assert time.monotonic() - started < 30
+
+
+def test_a_ring_on_a_subgroup_addresses_its_peers_by_global_rank():
+    errors = run_on_local_ring(ring_workers.ring_on_subgroups, 4, timeout=TIMEOUT)
+    assert max(errors) < 1e-10, errors
+
+
+def crossing_by_bisection(heads, kv_heads, flops, bandwidth, latency, width):
+    """Where compute (4 H L^2 d / F) overtakes transfer (alpha + 2 H_kv L d s / beta), s = 2."""
+    low, high = 0.0, 1e9
+    for _ in range(200):
+        mid = (low + high) / 2
+        compute = 4 * heads * mid**2 * width / flops
+        transfer = latency + 2 * kv_heads * mid * width * 2 / bandwidth
+        low, high = (low, mid) if compute > transfer else (mid, high)
+    return low
+
+
+@pytest.mark.parametrize("latency", [0.0, 5e-6])
+@pytest.mark.parametrize("heads, kv_heads", [(32, 32), (32, 8)])
+def test_the_crossover_is_where_compute_overtakes_transfer(heads, kv_heads, latency):
+    flops, bandwidth, width = 485e12, 450e9, 128
+    model = time_model.compute_bound_block(heads, kv_heads, 2, flops, bandwidth, latency, width=width)
+    expected = crossing_by_bisection(heads, kv_heads, flops, bandwidth, latency, width)
+    assert abs(model - expected) <= 1e-9 * expected
+    at = time_model.step_seconds(model, heads, kv_heads, width, 2, flops, bandwidth, latency)
+    assert abs(at["compute"] - at["transfer"]) <= 1e-9 * at["step"]
+
+
+def test_half_a_block_doubles_the_crossover():
+    full, half = (time_model.compute_bound_block(32, 32, 2, 485e12, 450e9, causal_half=h)
+                  for h in (False, True))
+    assert abs(half - 2 * full) <= 1e-9 * full
+
+
+def test_a_negative_latency_is_refused():
+    with pytest.raises(ValueError, match="latency must be at least 0"):
+        time_model.compute_bound_block(32, 32, 2, 485e12, 450e9, latency=-1e-3)

@@ -71,13 +71,6 @@ class _Ring:
     query_len: int  # of the whole sequence
     key_len: int
 
-    def peer(self, rank: int) -> int:
-        """The global rank of ``rank`` in the ring's group (P2POp takes global ranks)."""
-        rank %= self.world_size
-        if self.group is None or self.group is dist.group.WORLD:
-            return rank
-        return dist.get_global_rank(self.group, rank)
-
     def chunks(self, length: int, rank: int) -> list[Chunk]:
         return shard_chunks(length, rank % self.world_size, self.world_size, self.sharding)
 
@@ -87,24 +80,32 @@ class _Ring:
         return self.key_len - self.query_len if self.causal_alignment == "bottom_right" else 0
 
 
+def _global_rank(group, rank: int) -> int:
+    """The global rank of ``rank`` in ``group`` (P2POp takes global ranks)."""
+    if group is None or group is dist.group.WORLD:
+        return rank
+    return dist.get_global_rank(group, rank)
+
+
 class _Exchange:
-    """Send ``tensors`` to the next rank and receive same-shaped ones from the previous rank.
+    """Send ``tensors`` to the next rank of ``group`` and receive same-shaped ones from the previous.
 
     The transfers run in the background (``batch_isend_irecv``) until
     :meth:`wait`, which returns the received tensors.
     """
 
-    def __init__(self, ring: _Ring, tensors: list[torch.Tensor]):
+    def __init__(self, group, tensors: list[torch.Tensor]):
         self.requests = []
-        if ring.world_size == 1:  # a ring of one passes the blocks to itself
+        rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+        if world_size == 1:  # a ring of one passes the blocks to itself
             self.received = list(tensors)
             return
+        following = _global_rank(group, (rank + 1) % world_size)
+        preceding = _global_rank(group, (rank - 1) % world_size)
         self.sent = [t.contiguous() for t in tensors]  # alive until the transfer is done
         self.received = [torch.empty_like(t) for t in self.sent]
-        operations = [dist.P2POp(dist.isend, t, ring.peer(ring.rank + 1), ring.group)
-                      for t in self.sent]
-        operations += [dist.P2POp(dist.irecv, t, ring.peer(ring.rank - 1), ring.group)
-                       for t in self.received]
+        operations = [dist.P2POp(dist.isend, t, following, group) for t in self.sent]
+        operations += [dist.P2POp(dist.irecv, t, preceding, group) for t in self.received]
         self.requests = dist.batch_isend_irecv(operations)
 
     def wait(self) -> list[torch.Tensor]:
@@ -119,9 +120,8 @@ def pass_around(tensors, group=None) -> _Exchange:
     Returns a handle whose ``wait()`` gives the received tensors (same shapes
     and dtypes); the ring's one transport step, exposed for measurement.
     """
-    ring = _Ring(group, dist.get_rank(group), dist.get_world_size(group), "contiguous",
-                 1.0, False, "top_left", False, "tiled", 0, 0)
-    return _Exchange(ring, list(tensors))
+    _check_group(group)
+    return _Exchange(group, list(tensors))
 
 
 # --- which keys of a visiting block a chunk of queries may see ---------------
@@ -240,7 +240,7 @@ class RingAttentionFunction(torch.autograd.Function):
             source = ring.rank - step
             last = step == ring.world_size - 1
             # send this block on before computing with it, so the transfer hides behind the work
-            exchange = None if last else _Exchange(ring, visiting)
+            exchange = None if last else _Exchange(ring.group, visiting)
             block_key, block_value = visiting[0], visiting[1]
             block_mask = _from_bytes(visiting, mask is not None)
             for queries, keys, settings in _visible_pairs(ring, source, block_mask,
@@ -268,7 +268,7 @@ class RingAttentionFunction(torch.autograd.Function):
         for step in range(ring.world_size):
             source = ring.rank - step
             last = step == ring.world_size - 1
-            exchange = None if last else _Exchange(ring, visiting)
+            exchange = None if last else _Exchange(ring.group, visiting)
             block_key, block_value = visiting[0], visiting[1]
             block_mask = _from_bytes(visiting, mask is not None)
             grad_key = torch.zeros(key.shape, dtype=dtype, device=key.device)
@@ -288,7 +288,7 @@ class RingAttentionFunction(torch.autograd.Function):
                 earlier_key, earlier_value = grads_home.wait()
                 grad_key += earlier_key
                 grad_value += earlier_value
-            grads_home = _Exchange(ring, [grad_key, grad_value])
+            grads_home = _Exchange(ring.group, [grad_key, grad_value])
             if exchange is not None:
                 visiting = exchange.wait()
         # after W steps each block's accumulator has visited every rank and is back with its owner
