@@ -1,0 +1,253 @@
+"""The fused kernel compiled and run on a CUDA GPU, against a float64 reference.
+
+Skipped where there is no CUDA GPU. Tolerance, as the kernel projects use it:
+``err(fused) <= 2 * err(reference in the input dtype) + 1e-5``, both errors
+against float64, the reference being attnlib's naive path on the same GPU.
+
+Triton decides when it is first imported whether a process compiles or
+interprets (see attnlib.fused), and ``tests/test_fused_interpreter.py`` asks
+for the interpreter as soon as it is collected. So where this process
+interprets, the tests here skip and ``test_the_suite_in_a_process_that_compiles``
+runs this module again in a child process without ``TRITON_INTERPRET``; run
+alone (``pytest tests/test_fused_gpu.py``), they run here.
+"""
+import itertools
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import attnlib
+from attnlib import fused
+from reference import float64_reference, max_error
+
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"),
+    pytest.mark.skipif(not fused.triton_installed(), reason="Triton is not installed"),
+]
+
+CHILD_RUNS = "the tests ran in a child process where Triton compiles (test_the_suite_in_a_process_that_compiles)"
+
+
+def triton_compiles_here() -> bool:
+    return not fused.triton_interprets()
+
+
+@pytest.fixture(autouse=True)
+def _only_where_triton_compiles(request):
+    if request.node.name != "test_the_suite_in_a_process_that_compiles" and not triton_compiles_here():
+        pytest.skip(CHILD_RUNS)
+
+
+def test_the_suite_in_a_process_that_compiles():
+    if triton_compiles_here():
+        pytest.skip("Triton compiles in this process, so the tests ran here")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", __file__, "-p", "no:cacheprovider", "-n", "0", "-q", "-x",
+         "--no-header", "-o", "addopts="],
+        capture_output=True, text=True, env=env, timeout=1200, cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def assert_within_tolerance(output, query, key, value, attn_mask=None, **kwargs):
+    reference = float64_reference(query, key, value, attn_mask, **kwargs)
+    same_dtype = attnlib.scaled_dot_product_attention(query, key, value, attn_mask, backend="naive", **kwargs)
+    err_fused, err_reference = max_error(output, reference), max_error(same_dtype, reference)
+    assert err_fused <= 2 * err_reference + 1e-5, (
+        f"fused error {err_fused:.3e} exceeds 2 x {err_reference:.3e} (naive in {query.dtype}) + 1e-5")
+
+
+def randn(*shape, dtype, seed, device="cuda"):
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(*shape, generator=generator, device=device, dtype=torch.float32).to(dtype)
+
+
+@dataclass(frozen=True)
+class Case:
+    query_len: int
+    key_len: int
+    head_dim: int
+    dtype: torch.dtype
+    causal: str | None = None  # "top_left" or "bottom_right"
+    mask: str | None = None  # "bool", "float" or "padding"
+    heads: tuple[int, int] = (4, 4)  # (Hq, Hkv)
+
+    def __str__(self):
+        parts = [f"L{self.query_len}-S{self.key_len}-E{self.head_dim}", str(self.dtype).removeprefix("torch.")]
+        parts += [p for p in (self.causal, self.mask) if p]
+        if self.heads[0] != self.heads[1]:
+            parts.append(f"Hq{self.heads[0]}-Hkv{self.heads[1]}")
+        return "-".join(parts)
+
+
+#: The (L, S) pairs of FlashAttention's own tests, and head widths 16 to 256, odd ones included.
+LENGTHS = [(1, 239), (3, 799), (113, 203), (127, 512), (128, 217), (113, 211), (108, 256), (256, 512),
+           (512, 256), (1024, 1024), (1023, 1024), (1024, 1023), (2048, 2048)]
+HEAD_DIMS = [16, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256]
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+CAUSAL = [None, "top_left", "bottom_right"]
+MASKS = [None, "bool", "float", "padding"]
+HEADS = [(4, 4), (4, 2), (4, 1)]
+
+
+def cases() -> list[Case]:
+    """Each (L, S) pair and each head width twice; dtype, causal alignment, mask and heads vary
+    at different rates, so that their combinations vary too.
+
+    Not the full cross product: every case is autotuned, which compiles each
+    configuration once per new key, and the module must stay within minutes.
+    """
+    widths = HEAD_DIMS + HEAD_DIMS[1:] + HEAD_DIMS[:1]  # the second round pairs them differently
+    masks = itertools.cycle(MASKS)  # on the cases without a causal mask
+    result = []
+    for i, ((L, S), E) in enumerate(zip(itertools.cycle(LENGTHS), widths)):
+        causal = CAUSAL[i // 3 % 3]
+        mask = None if causal else next(masks)
+        result.append(Case(L, S, E, DTYPES[i % 3], causal, mask, HEADS[i // 9 % 3]))
+    return result
+
+
+def make_inputs(case: Case, seed: int = 0):
+    hq, hkv = case.heads
+    L, S = case.query_len, case.key_len
+    query = randn(2, hq, L, case.head_dim, dtype=case.dtype, seed=seed)
+    key = randn(2, hkv, S, case.head_dim, dtype=case.dtype, seed=seed + 1)
+    value = randn(2, hkv, S, case.head_dim, dtype=case.dtype, seed=seed + 2)
+    kwargs = {"enable_gqa": hq != hkv}
+    if case.causal:
+        kwargs.update(is_causal=True, causal_alignment=case.causal)
+    generator = torch.Generator(device="cuda").manual_seed(seed + 3)
+    if case.mask == "bool":  # row 0 of every head sees nothing
+        mask = torch.rand(hq, L, S, generator=generator, device="cuda") > 0.3
+        mask[:, 0] = False
+        kwargs["attn_mask"] = mask
+    elif case.mask == "float":  # -inf forbids; row 0 sees nothing
+        mask = torch.randn(2, 1, L, S, generator=generator, device="cuda").to(case.dtype)
+        mask[..., 0, :] = float("-inf")
+        mask[..., ::3] = float("-inf")
+        kwargs["attn_mask"] = mask
+    elif case.mask == "padding":  # the second sequence is all padding
+        kwargs["attn_mask"] = attnlib.padding_mask(torch.tensor([S // 2, 0]), S).cuda()
+    return query, key, value, kwargs
+
+
+@pytest.mark.parametrize("case", cases(), ids=str)
+def test_matches_float64_through_backend_fused(case):
+    query, key, value, kwargs = make_inputs(case)
+    output = attnlib.scaled_dot_product_attention(query, key, value, backend="fused", **kwargs)
+    assert output.dtype == case.dtype and output.shape == (*query.shape[:-1], value.shape[-1])
+    assert_within_tolerance(output, query, key, value, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_auto_takes_the_fused_kernel_on_cuda(dtype):
+    query, key, value, kwargs = make_inputs(Case(300, 260, 64, dtype, causal="bottom_right", heads=(4, 2)))
+    output = attnlib.scaled_dot_product_attention(query, key, value, **kwargs)
+    assert attnlib.last_dispatch().backend == "fused"
+    assert_within_tolerance(output, query, key, value, **kwargs)
+
+
+def test_fully_masked_rows_give_zero_and_minus_inf():
+    query, key, value, kwargs = make_inputs(Case(113, 203, 64, torch.float16, mask="bool"))
+    output, lse = fused.attention(query, key, value, return_lse=True, **kwargs)
+    assert torch.equal(output[:, :, 0], torch.zeros_like(output[:, :, 0]))
+    assert (lse[:, :, 0] == float("-inf")).all() and torch.isfinite(lse[:, :, 1:]).all()
+
+
+def test_nan_in_key_padding_never_reaches_the_output():
+    query, key, value, _ = make_inputs(Case(128, 217, 64, torch.bfloat16))
+    mask = attnlib.padding_mask(torch.tensor([100, 0]), 217).cuda()
+    dirty_key, dirty_value = key.clone(), value.clone()
+    dirty_key[0, :, 100:], dirty_value[0, :, 100:] = float("nan"), float("inf")
+    dirty_key[1], dirty_value[1] = float("nan"), float("nan")
+    output = fused.attention(query, dirty_key, dirty_value, attn_mask=mask)
+    assert torch.isfinite(output).all() and torch.equal(output[1], torch.zeros_like(output[1]))
+    assert_within_tolerance(output, query, key, value, attn_mask=mask)
+
+
+def test_nan_in_keys_a_general_mask_hides_never_reaches_the_output():
+    query, key, value, _ = make_inputs(Case(113, 203, 64, torch.float16))
+    mask = torch.rand(113, 203, generator=torch.Generator(device="cuda").manual_seed(1), device="cuda") > 0.5
+    mask[:, 40:70] = False  # no query sees keys 40..69
+    dirty_key, dirty_value = key.clone(), value.clone()
+    dirty_key[..., 40:70, :], dirty_value[..., 40:70, :] = float("nan"), float("nan")
+    output = fused.attention(query, dirty_key, dirty_value, attn_mask=mask)
+    assert torch.isfinite(output).all()
+    assert_within_tolerance(output, query, key, value, attn_mask=mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_non_contiguous_blhe_layout(dtype):
+    """Projections are usually (B, L, H, E); transposed to (B, H, L, E), their rows are H * E apart."""
+    q = randn(2, 300, 8, 64, dtype=dtype, seed=1).transpose(1, 2)
+    k = randn(2, 260, 2, 64, dtype=dtype, seed=2).transpose(1, 2)
+    v = randn(2, 260, 2, 64, dtype=dtype, seed=3).transpose(1, 2)
+    output = fused.attention(q, k, v, is_causal=True, causal_alignment="bottom_right", enable_gqa=True)
+    assert_within_tolerance(output, q, k, v, is_causal=True, causal_alignment="bottom_right", enable_gqa=True)
+
+
+def test_no_keys_give_zeros_and_no_queries_an_empty_output():
+    query, key = randn(2, 4, 5, 64, dtype=torch.float16, seed=0), randn(2, 4, 0, 64, dtype=torch.float16, seed=1)
+    output, lse = fused.attention(query, key, key, return_lse=True)
+    assert torch.equal(output, torch.zeros_like(output)) and (lse == float("-inf")).all()
+    output = fused.attention(key, query, query)
+    assert output.shape == (2, 4, 0, 64)
+
+
+@pytest.mark.parametrize("cache_len", [1, 37, 4096, 32768])
+def test_decoding_one_query_against_a_cache(cache_len):
+    query = randn(4, 32, 1, 128, dtype=torch.bfloat16, seed=0)
+    key = randn(4, 8, cache_len, 128, dtype=torch.bfloat16, seed=1)
+    value = randn(4, 8, cache_len, 128, dtype=torch.bfloat16, seed=2)
+    kwargs = dict(is_causal=True, causal_alignment="bottom_right", enable_gqa=True)
+    assert_within_tolerance(fused.attention(query, key, value, **kwargs), query, key, value, **kwargs)
+
+
+def test_batch_times_heads_above_65535_runs_in_slices():
+    query = randn(2100, 32, 16, 16, dtype=torch.float16, seed=0)  # 67200 (batch, head) pairs
+    key, value = randn(2100, 8, 24, 16, dtype=torch.float16, seed=1), randn(2100, 8, 24, 16, dtype=torch.float16, seed=2)
+    output = fused.attention(query, key, value, enable_gqa=True)
+    assert_within_tolerance(output, query, key, value, enable_gqa=True)
+
+
+def test_more_query_heads_than_the_grid_allows_are_refused_by_name():
+    q = randn(1, 65536, 1, 16, dtype=torch.float16, seed=0)
+    with pytest.raises(ValueError, match="query heads must be at most 65535, got 65536"):
+        fused.attention(q, q, q)
+
+
+def test_two_runs_are_identical():
+    query, key, value, kwargs = make_inputs(Case(1024, 1023, 128, torch.bfloat16, causal="top_left", heads=(8, 2)))
+    first = fused.attention(query, key, value, **kwargs)
+    assert torch.equal(first, fused.attention(query, key, value, **kwargs))
+
+
+def test_the_autotuner_reports_one_pick_per_bucket():
+    query = randn(1, 4, 1000, 64, dtype=torch.float16, seed=0)
+    long_query = randn(1, 4, 5000, 64, dtype=torch.float16, seed=1)
+    fused.attention(query, query, query)
+    fused.attention(long_query, long_query, long_query)
+    buckets = {(p["query_bucket"], p["key_bucket"]) for p in fused.picked_configurations()
+               if p["key"]["HEAD_DIM"] == 64}
+    assert {(1024, 1024), (8192, 8192)} <= buckets
+
+
+# Last: an illegal memory access would poison the CUDA context for every test after it.
+def test_offsets_past_2_to_the_31_elements():
+    """The reproducer of the illegal memory access: one head of a (1, 600000, 32, 128) buffer.
+
+    Its rows are 4096 elements apart, so rows past 524288 start beyond 2**31
+    elements. About 15 GB of GPU memory.
+    """
+    buffers = [randn(1, 600000, 32, 128, dtype=torch.float16, seed=seed) for seed in range(3)]
+    query, key, value = (b[:, :, 5:6, :].transpose(1, 2) for b in buffers)
+    output = fused.attention(query, key, value)
+    # Rows past 524288 are the ones 32-bit offsets got wrong; the references take the last 1024
+    # (every row reads every key), since all 600000 would need 600000**2 scores.
+    tail = slice(600000 - 1024, None)
+    assert_within_tolerance(output[:, :, tail], query[:, :, tail], key, value)
