@@ -145,7 +145,7 @@ def install_source(ref: str) -> str:
 
 def master_notebook(chapter: str, found: list[catalogue.Exercise], course_seed: int, ref: str) -> dict:
     config = {
-        "name": chapter, "init_cell": True, "check_all_cell": False, "run_tests": False,
+        "name": chapter, "init_cell": False, "check_all_cell": False, "run_tests": False,
         "export_cell": {"pdf": False, "instructions": "Download the zip file this cell writes and hand it in."},
         "generate": {"pdf": False, "filtering": False, "show_stdout": False},
         "autograder_files": ["grading.py"], "requirements": "requirements.txt", "overwrite_requirements": True,
@@ -164,6 +164,8 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], course_seed: 
     cells = [_cell("raw", "# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False)),
              _cell("markdown", introduction),
              _cell("code", install_source(ref)),
+             # otter's own first cell would import otter before the cell above installs it
+             _cell("code", f"import otter\ngrader = otter.Notebook({chapter + '.ipynb'!r})"),
              _cell("code", tasks.setup_code(chapter[:2]))]
     for exercise in found:
         cells += question_cells(exercise, course_seed)
