@@ -35,7 +35,7 @@ from attnlib.distributed.time_model import block_bytes, block_flops
 from measure import machine
 
 RESULTS = stored_results.RESULTS / "ring_cpu_gloo.json"
-WORLD_SIZE, HEADS, WIDTH, REPEATS = 2, 8, 64, 7
+WORLD_SIZE, HEADS, WIDTH, REPEATS = 2, 8, 64, 11
 BLOCK_LENGTHS = (128, 256, 512, 1024, 2048)
 
 
