@@ -462,7 +462,9 @@ def ring_attention(
     sequences. ``backend`` computes each block: ``"tiled"``, ``"fused"``
     (CUDA), ``"naive"`` (the reference), or ``"auto"`` (fused where it
     can run, else tiled). With ``return_lse=True`` also returns the shard's
-    log-sum-exp ``(..., Hq, L/W)`` in the compute dtype.
+    log-sum-exp ``(..., Hq, L/W)`` in the compute dtype. The partial results
+    are merged in the compute dtype (float32 for fp16/bf16 inputs), each
+    block's output rounded once to the input dtype by the local backend.
 
     Every rank must call it with the same settings and shard shapes; one
     ``all_gather`` of a few hundred integers checks that first, so a
