@@ -483,3 +483,65 @@ def test_a_large_custom_scale_is_honoured():
     scale = 4.0 / math.sqrt(64)
     output = fused.attention(query, key, value, scale=scale)
     assert_as_accurate_as_naive(output, query, key, value, scale=scale)
+
+
+# -- decoding with the keys split over programs (Flash-Decoding) -------------------------------------
+
+def decode_inputs(heads=(8, 2), key_len=300, batch=2, seed=0):
+    hq, hkv = heads
+    generator = torch.Generator().manual_seed(seed)
+    query = torch.randn(batch, hq, 1, 64, generator=generator).half()
+    key = torch.randn(batch, hkv, key_len, 64, generator=generator).half()
+    value = torch.randn(batch, hkv, key_len, 48, generator=generator).half()
+    return query, key, value
+
+
+@pytest.mark.parametrize("splits", [None, 1, 3, 7, 40])
+@pytest.mark.parametrize("heads", [(8, 2), (4, 1), (3, 3)], ids=lambda h: f"Hq{h[0]}-Hkv{h[1]}")
+def test_decode_matches_float64_for_any_number_of_splits(splits, heads):
+    query, key, value = decode_inputs(heads)
+    gqa = heads[0] != heads[1]
+    output, lse = fused.decode(query, key, value, enable_gqa=gqa, splits=splits, return_lse=True)
+    assert output.shape == (2, heads[0], 1, 48) and output.dtype == torch.float16
+    assert_as_accurate_as_naive(output, query, key, value, enable_gqa=gqa)
+    expected = float64_log_sum_exp(query, key, value, enable_gqa=gqa)
+    torch.testing.assert_close(lse.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_decode_with_key_padding_ignores_nan_past_each_length():
+    query, key, value = decode_inputs(key_len=200)
+    mask = attnlib.padding_mask(torch.tensor([150, 0]), 200)
+    dirty_key, dirty_value = key.clone(), value.clone()
+    dirty_key[0, :, 150:], dirty_value[0, :, 150:] = float("nan"), float("inf")
+    dirty_key[1], dirty_value[1] = float("nan"), float("nan")
+    output, lse = fused.decode(query, dirty_key, dirty_value, attn_mask=mask, enable_gqa=True, splits=4,
+                               return_lse=True)
+    assert torch.equal(output[1], torch.zeros_like(output[1])) and (lse[1] == float("-inf")).all()
+    assert_as_accurate_as_naive(output, query, key, value, attn_mask=mask, enable_gqa=True)
+
+
+def test_decode_without_keys_gives_zeros():
+    query, key, value = decode_inputs(key_len=0)
+    output, lse = fused.decode(query, key, value, enable_gqa=True, return_lse=True)
+    assert torch.equal(output, torch.zeros(2, 8, 1, 48, dtype=torch.float16)) and (lse == float("-inf")).all()
+
+
+def test_decode_refuses_more_than_one_query_a_general_mask_and_bad_splits():
+    query, key, value = decode_inputs()
+    with pytest.raises(ValueError, match=r"query must hold one query per sequence and head \(L = 1\) to "
+                                         r"decode, got L = 2"):
+        fused.decode(torch.cat([query, query], dim=2), key, value, enable_gqa=True)
+    with pytest.raises(ValueError, match="attn_mask must be None or key padding"):
+        fused.decode(query, key, value, attn_mask=torch.rand(300) > 0.5, enable_gqa=True)
+    with pytest.raises(ValueError, match="splits must be None or a positive int, got 0"):
+        fused.decode(query, key, value, enable_gqa=True, splits=0)
+
+
+@pytest.mark.parametrize("programs, key_len", [(8, 8192), (8, 131072), (64, 32768), (8, 300), (1, 100)])
+def test_decode_splits_fill_the_gpu_with_parts_of_at_least_256_keys(programs, key_len):
+    multiprocessors = 132
+    splits = fused.decode_splits(programs, key_len, multiprocessors)
+    assert splits >= 1
+    assert splits == 1 or key_len // splits >= fused.MIN_KEYS_PER_SPLIT
+    one_more_is_too_short = key_len // (splits + 1) < fused.MIN_KEYS_PER_SPLIT
+    assert programs * splits >= 2 * multiprocessors or one_more_is_too_short
