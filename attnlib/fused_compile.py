@@ -85,6 +85,8 @@ class CompileReport:
     tensor_core_instruction: str | None  # the first of TENSOR_CORE_INSTRUCTIONS in the PTX
     tensor_core_lines: tuple[str, ...]  # a few PTX lines that issue it
     exp2_instructions: int  # PTX lines computing 2**x in hardware (ex2.approx)
+    async_copies: int = 0  # PTX lines copying global to shared memory asynchronously (cp.async, sm_80 on)
+    tma_copies: int = 0  # of which through the Tensor Memory Accelerator (cp.async.bulk.tensor, sm_90)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -105,6 +107,20 @@ def compile_cases() -> list[CompileCase]:
             cases += [CompileCase(capability, dtype, d, c) for d in CHECKED_HEAD_DIMS for c in configs]
             cases.append(CompileCase(capability, dtype, max(CHECKED_HEAD_DIMS), configs[0], is_causal=True))
     return cases
+
+
+#: Configurations for Hopper at d = 128 beyond the autotuner's: 128 x 128 tiles and deeper
+#: pipelines. Compiled for the table's evidence (registers, spills, shared memory) before a GPU
+#: times them; not yet in AUTOTUNE_CONFIGS.
+CANDIDATE_CONFIGS = (fused.TileConfig(128, 128, 8, 2), fused.TileConfig(128, 128, 8, 3),
+                     fused.TileConfig(128, 128, 8, 4), fused.TileConfig(128, 64, 8, 4),
+                     fused.TileConfig(128, 128, 4, 2))
+
+
+def candidate_cases() -> list[CompileCase]:
+    """Each of CANDIDATE_CONFIGS for sm_90 in bf16 at E = 128, causal and not."""
+    return [CompileCase(90, "bfloat16", 128, config, is_causal)
+            for config in CANDIDATE_CONFIGS for is_causal in (False, True)]
 
 
 def example_problem(dtype: torch.dtype, head_dim: int, is_causal: bool = False, seq_len: int = 1024, heads: int = 2):
@@ -181,6 +197,9 @@ def compile_report(case: CompileCase) -> CompileReport:
         tensor_core_instruction=instruction,
         tensor_core_lines=lines[:2],
         exp2_instructions=sum(line.lstrip().startswith("ex2.approx") for line in ptx.splitlines()),
+        async_copies=sum(line.lstrip().startswith("cp.async") and "wait" not in line and "commit" not in line
+                         for line in ptx.splitlines()),
+        tma_copies=sum(line.lstrip().startswith("cp.async.bulk.tensor") for line in ptx.splitlines()),
         **_ptxas_verbose(ptx, case.capability),
     )
 

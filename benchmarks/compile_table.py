@@ -4,9 +4,11 @@
 
 compiles every case of ``attnlib.fused_compile.compile_cases()`` (each
 autotune configuration for sm_75, sm_80 and sm_90, fp16 and bf16, head widths
-64 and 128) without a GPU, prints arch, dtype, d, block sizes, warps,
+64 and 128) and of ``candidate_cases()`` (larger tiles and deeper pipelines
+for sm_90) without a GPU, prints arch, dtype, d, block sizes, warps,
 stages, registers, spills, shared memory, the tensor-core instruction and the number of
-hardware exp2 instructions (``ex2.approx``) in the PTX,
+hardware exp2 instructions (``ex2.approx``), asynchronous copies (``cp.async``)
+and TMA copies (``cp.async.bulk.tensor``) in the PTX,
 and writes ``attnlib/results/compile_table.json`` (with the Triton,
 PyTorch and Python versions and the date) and a PTX excerpt for Chapter 9.
 About a minute on one core.
@@ -24,7 +26,7 @@ from attnlib import fused, fused_compile, stored_results
 
 RESULTS = stored_results.RESULTS / "compile_table.json"
 COLUMNS = ("arch", "dtype", "d", "causal", "BLOCK_M", "BLOCK_N", "warps", "stages", "registers",
-           "spill stores", "spill loads", "shared KiB", "tensor cores", "ex2")
+           "spill stores", "spill loads", "shared KiB", "tensor cores", "ex2", "cp.async", "TMA")
 
 
 def row(report: fused_compile.CompileReport) -> dict:
@@ -33,6 +35,7 @@ def row(report: fused_compile.CompileReport) -> dict:
         case.arch, case.dtype, case.head_dim, case.is_causal, config.block_m, config.block_n,
         config.num_warps, config.num_stages, report.registers, report.spill_stores, report.spill_loads,
         report.shared_memory / 1024, report.tensor_core_instruction or "none (FMA)", report.exp2_instructions,
+        report.async_copies, report.tma_copies,
     )))
 
 
@@ -43,10 +46,13 @@ def main() -> None:
         raise SystemExit("unset TRITON_INTERPRET: the table needs Triton in compiling mode")
     reports = [fused_compile.compile_report(case) for case in fused_compile.compile_cases()]
     rows = [row(r) for r in reports]
-    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in COLUMNS}
-    print("  ".join(c.rjust(widths[c]) for c in COLUMNS))
-    for r in rows:
-        print("  ".join(str(r[c]).rjust(widths[c]) for c in COLUMNS))
+    candidates = [row(fused_compile.compile_report(case)) for case in fused_compile.candidate_cases()]
+    for title, table in (("the autotuner's configurations", rows), ("candidates for sm_90", candidates)):
+        widths = {c: max(len(c), *(len(str(r[c])) for r in table)) for c in COLUMNS}
+        print(title)
+        print("  ".join(c.rjust(widths[c]) for c in COLUMNS))
+        for r in table:
+            print("  ".join(str(r[c]).rjust(widths[c]) for c in COLUMNS))
     excerpts = {}
     for r in reports:
         if r.tensor_core_lines and r.case.arch not in excerpts:
@@ -64,6 +70,7 @@ def main() -> None:
         },
         "columns": list(COLUMNS),
         "rows": rows,
+        "candidates": candidates,
         "ptx_excerpts": excerpts,
     }, indent=1) + "\n")
     print(f"wrote {RESULTS.relative_to(RESULTS.parents[2])}")
