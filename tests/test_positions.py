@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 
@@ -211,3 +212,35 @@ def test_alibi_rejects_bad_input_by_name(kwargs, error, words):
     arguments = {"n_heads": 4, "query_len": 3, "key_len": 5, **kwargs}
     with pytest.raises(error, match=words):
         alibi(**arguments)
+
+
+def test_sympy_rotated_score_equals_the_relative_form():
+    from attnlib.theory import positions as rope_theory
+    assert rope_theory.relative_form_residual() == 0
+
+
+@pytest.mark.parametrize("mean_q, cov_q, mean_k, cov_k", [
+    ([0, 0], [[1, 0], [0, 1]], [0, 0], [[1, 0], [0, 1]]),
+    ([0.3, -0.2], [[1, 0], [0, 1]], [0.5, 0.1], [[2, 0], [0, 2]]),
+    ([0, 0], [[1, 0.8], [0.8, 1]], [0, 0], [[1, 0.8], [0.8, 1]]),
+    ([0.4, 0.1], [[2, 0.3], [0.3, 0.5]], [-0.2, 0.7], [[1, -0.4], [-0.4, 3]]),
+])
+def test_sympy_moments_match_the_trace_formula(mean_q, cov_q, mean_k, cov_k):
+    """For independent q, k: E[q^T R k] = a^T R b and
+    Var = tr(R S_k R^T S_q) + a^T R S_k R^T a + b^T R^T S_q R b (a, b means; S covariances)."""
+    from attnlib.theory import positions as rope_theory
+    mean, variance = rope_theory.rotated_score_moments(mean_q, cov_q, mean_k, cov_k)
+    a, b = np.array(mean_q), np.array(mean_k)
+    s_q, s_k = np.array(cov_q), np.array(cov_k)
+    for angle in [0.0, 0.3, 1.0, 2.5, -4.0]:
+        r = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+        expected_variance = np.trace(r @ s_k @ r.T @ s_q) + a @ r @ s_k @ r.T @ a + b @ r.T @ s_q @ r @ b
+        point = {rope_theory.phi: angle}
+        assert abs(float(mean.subs(point)) - a @ r @ b) < 1e-12
+        assert abs(float(variance.subs(point)) - expected_variance) < 1e-12
+
+
+def test_sympy_moments_refuse_a_polynomial_above_second_moments():
+    from attnlib.theory import positions as rope_theory
+    with pytest.raises(ValueError, match="moments above the second"):
+        rope_theory._expectation(rope_theory.q1**3, [0, 0], np.eye(2), [0, 0], np.eye(2))

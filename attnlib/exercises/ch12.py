@@ -1,0 +1,89 @@
+"""Checkers for the exercises of Chapter 12, The scale in real models."""
+import math
+
+import numpy as np
+
+from . import as_array, as_number, checker, compare
+
+_OFFSETS = (0, 1, 100)
+_WIDTH, _RHO, _BASE = 64, 0.5, 10000.0
+_SLOPE, _CONTEXT = 1 / 16, 4096
+_CAP, _SCORES = 5.0, (0.0, 5.0, 15.0)
+
+
+@checker("ex-12-correlated-variance",
+         "three numbers: Var(q.k)/E at offsets 0, 1 and 100 for E = 64, base 10000 and correlation 0.5 "
+         "inside each plane")
+def _correlated_variance(answer):
+    got = as_array(answer, "answer", (3,))
+    theta = _BASE ** (-np.arange(0, _WIDTH, 2) / _WIDTH)
+    # one plane contributes 2 + 2 rho^2 cos(2 phi), phi = offset * theta_p (Chapter 12's SymPy result)
+    expected = np.array([np.sum(2 + 2 * _RHO**2 * np.cos(2 * o * theta)) / _WIDTH for o in _OFFSETS])
+    passed, message = compare("the three ratios", got, expected, 1e-6)
+    if passed:
+        return True, "at offset 0 every plane adds 2 + 2 rho^2; further away the cos(2 phi) terms cancel."
+    single_angle = np.array([np.sum(2 + 2 * _RHO**2 * np.cos(o * theta)) / _WIDTH for o in _OFFSETS])
+    if np.allclose(got, single_angle, atol=1e-6):
+        return False, "the variance depends on cos(2 phi), twice the plane's angle, not cos(phi)."
+    if np.allclose(got, expected * _WIDTH, atol=1e-4):
+        return False, "those are variances of q.k; divide them by E."
+    if np.allclose(got, 1.0, atol=1e-6):
+        return False, "that is the variance with independent coordinates; the correlation rho enters each plane."
+    return False, message
+
+
+@checker("ex-12-alibi-entropy",
+         "a number: the entropy in nats of the weights of a content-free query at the last of 4096 causal "
+         "positions, ALiBi slope 1/16")
+def _alibi_entropy(answer):
+    got = as_number(answer, "answer")
+    r = math.exp(-_SLOPE)
+    # geometric weights (1 - r) r^delta; the tail past 4096 keys is e^-256, far below any rounding
+    expected = -math.log(1 - r) - r * math.log(r) / (1 - r)
+    if math.isclose(got, expected, rel_tol=0, abs_tol=1e-6):
+        return True, "the weights are geometric in the distance, and their entropy is the closed form."
+    if math.isclose(got, math.log(_CONTEXT), abs_tol=1e-6):
+        return False, "that is the entropy of uniform weights over every key: was the ALiBi mask applied?"
+    for head in range(1, 9):
+        other = math.exp(-(2.0 ** -head))
+        if head != 4 and math.isclose(got, -math.log(1 - other) - other * math.log(other) / (1 - other),
+                                      abs_tol=1e-6):
+            return False, "that is the entropy of another head; which of the 8 slopes is 1/16?"
+    if got < 0:
+        return False, "an entropy is never negative; sum -w ln w over the keys."
+    return False, "the entropy does not match; check that q is zero and that the query is the last of 4096."
+
+
+@checker("ex-12-softcap-slope",
+         "three numbers: the derivative of 5 tanh(s / 5) at s = 0, 5 and 15")
+def _softcap_slope(answer):
+    got = as_array(answer, "answer", (3,))
+    scores = np.array(_SCORES)
+    expected = 1 - np.tanh(scores / _CAP) ** 2
+    passed, message = compare("the three slopes", got, expected, 1e-8)
+    if passed:
+        return True, "far beyond the cap the slope is nearly 0, so almost no gradient reaches q and k."
+    if np.allclose(got, 1 - np.tanh(scores) ** 2, atol=1e-8):
+        return False, "the tanh takes s / c, and the chain rule's 1/c cancels the factor c in front."
+    if np.allclose(got, 1 - np.tanh(scores / _CAP), atol=1e-8):
+        return False, "the derivative of tanh(x) is 1 - tanh(x)^2: the tanh is squared."
+    if np.allclose(got, _CAP * np.tanh(scores / _CAP), atol=1e-8):
+        return False, "those are the capped scores; the exercise asks for their derivatives."
+    return False, message
+
+
+@checker("ex-12-temperatures",
+         "three numbers: T relative to 1/sqrt(256) for the scales (3072/24)^-1/2, 1/256 and 1")
+def _temperatures(answer):
+    got = as_array(answer, "answer", (3,))
+    standard = 1 / math.sqrt(256)
+    scales = np.array([(3072 / 24) ** -0.5, 1 / 256, 1.0])
+    expected = standard / scales
+    passed, message = compare("the three temperatures", got, expected, 1e-9)
+    if passed:
+        return True, "T = (1/sqrt(d_k)) / scale: below 1 the convention is sharper, above 1 flatter."
+    if np.allclose(got, 1 / expected, rtol=1e-9):
+        return False, "those are inverted: T divides the scores, T = (1/sqrt(d_k)) / scale."
+    if np.allclose(got, expected**2, rtol=1e-9):
+        return False, "those compare variances; a temperature compares the factors themselves."
+    return False, message
