@@ -83,6 +83,9 @@ def question_cells(exercise: catalogue.Exercise, course_seed: int) -> list[dict]
     cells = []
     heading = f"### {exercise.title} (`{exercise.label}`)\n\n{_plain_text(exercise.text)}"
     if exercise.checked:
+        if exercise.label not in tasks.BY_LABEL:
+            raise ValueError(f"exercise {exercise.label} has a checker but no task in assignments/tasks.py: "
+                             "add its reference solution there")
         task = tasks.BY_LABEL[exercise.label]
         params = task.params(course_seed)
         name = answer_name(exercise.label)

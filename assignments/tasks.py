@@ -300,6 +300,32 @@ answer = ({kv_heads} / 32) * 2 * flops / (2 * bandwidth)"""),
 forward_bytes = 2 + 2            # K and V in bfloat16, per element of a block
 backward_bytes = 2 + 2 + 4 + 4   # and dK, dV in float32
 answer = backward_bytes / forward_bytes"""),
+    Task("ex-12-correlated-variance", book={"rho": 0.5}, variants=({"rho": 0.3}, {"rho": 0.7}, {"rho": 0.9}),
+         rtol=1e-6, numbers="Use the correlation {rho} inside each plane instead of 0.5.",
+         solution="""\
+theta = 10000.0 ** (-np.arange(0, 64, 2) / 64)  # the planes' angular frequencies
+# a plane of two coordinates correlated by rho contributes 2 + 2 rho^2 cos(2 offset theta)
+answer = [np.sum(2 + 2 * {rho}**2 * np.cos(2 * offset * theta)) / 64 for offset in (0, 1, 100)]"""),
+    Task("ex-12-alibi-entropy", book={"slope": "1/16"}, variants=({"slope": "1/8"}, {"slope": "1/32"}, {"slope": "1/4"}),
+         rtol=1e-6, numbers="Use the ALiBi slope {slope} instead of 1/16.",
+         solution="""\
+distance = torch.arange(4096, dtype=torch.float64)  # from the last query back to the first key
+weights = torch.softmax(-float(sp.Rational("{slope}")) * distance, dim=0)  # a content-free query
+answer = torch.special.entr(weights).sum().item()"""),
+    Task("ex-12-softcap-slope", book={"cap": 5.0}, variants=({"cap": 10.0}, {"cap": 30.0}, {"cap": 3.0}),
+         rtol=1e-6, numbers="Use the cap c = {cap:g}, the derivative of {cap:g} tanh(s / {cap:g}), at the same s.",
+         solution="""\
+s = torch.tensor([0.0, 5.0, 15.0], dtype=torch.float64, requires_grad=True)
+({cap} * torch.tanh(s / {cap})).sum().backward()
+answer = s.grad.clone()"""),
+    Task("ex-12-temperatures", book={"width": 256, "model": 3072, "heads": 24},
+         variants=({"width": 64, "model": 4096, "heads": 32}, {"width": 512, "model": 5120, "heads": 40},
+                   {"width": 128, "model": 3072, "heads": 16}),
+         rtol=1e-6, numbers="Use heads of width {width} and d_model / h = {model} / {heads}: the scales are "
+                            "({model}/{heads})^-1/2, 1/{width} and 1, against 1/sqrt({width}).",
+         solution="""\
+standard = 1 / math.sqrt({width})
+answer = [standard / ({model} / {heads}) ** -0.5, standard / (1 / {width}), standard / 1.0]"""),
 ]
 
 BY_LABEL = {task.label: task for task in TASKS}
