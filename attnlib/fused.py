@@ -505,6 +505,37 @@ def forward(problem: AttentionProblem) -> torch.Tensor:
 
 #: Fewest keys one part of a split decoding step takes: below that, merging costs more than it saves.
 MIN_KEYS_PER_SPLIT = 256
+#: The decoding kernel's launch on a GPU, by kind of product as in AUTOTUNE_CONFIGS; its
+#: BLOCK_M is the group of query heads, padded to 16. Neither spills at E = 128
+#: (tests/test_fused_compile.py).
+DECODE_CONFIGS = {"tensor_cores": TileConfig(16, 64, 4, 3), "fma": TileConfig(16, 32, 8, 1)}
+
+
+def decode_config(capability: tuple[int, int], dtype: torch.dtype) -> TileConfig:
+    """The decoding kernel's configuration on a GPU of ``capability``."""
+    fma = capability < (8, 0) or dtype == torch.float32
+    return DECODE_CONFIGS["fma" if fma else "tensor_cores"]
+
+
+def decode_arguments(problem: AttentionProblem, partial_acc: torch.Tensor, partial_m: torch.Tensor,
+                     partial_l: torch.Tensor, lengths: torch.Tensor | None, keys_per_split: int,
+                     block_n: int) -> dict:
+    """Every argument of ``decode_split_kernel`` by name, for ``problem`` with one query per row."""
+    q, k, v = (_contiguous_rows(_as_4d(x)) for x in (problem.query, problem.key, problem.value))
+    return dict(
+        query=q, key=k, value=v, partial_acc=partial_acc, partial_m=partial_m, partial_l=partial_l,
+        key_lengths=lengths if lengths is not None else q,
+        stride_qb=q.stride(0), stride_qh=q.stride(1),
+        stride_kb=k.stride(0), stride_kh=k.stride(1), stride_ks=k.stride(2),
+        stride_vb=v.stride(0), stride_vh=v.stride(1), stride_vs=v.stride(2),
+        kv_heads=problem.kv_heads, group_size=problem.group_size, key_len=problem.key_len,
+        keys_per_split=keys_per_split, scale_log2=problem.scale * math.log2(math.e),
+        HEAD_DIM=problem.head_dim, VALUE_DIM=problem.value_dim,
+        BLOCK_E=max(16, _next_power_of_2(problem.head_dim)),
+        BLOCK_EV=max(16, _next_power_of_2(problem.value_dim)),
+        HAS_KEY_LENGTHS=lengths is not None, BLOCK_M=max(16, _next_power_of_2(problem.group_size)),
+        BLOCK_N=block_n,
+    )
 
 
 def decode_splits(programs: int, key_len: int, multiprocessors: int) -> int:
@@ -566,9 +597,9 @@ def decode(
             torch.empty(problem.output_shape, dtype=query.dtype, device=device),
             torch.empty(query.shape[:-1], dtype=torch.float32, device=device))
         return (output, lse) if return_lse else output
-    q, k, v = (_contiguous_rows(_as_4d(x)) for x in (query, key, value))
-    batch, kv_heads, group = k.shape[0], problem.kv_heads, problem.group_size
-    block_n = INTERPRETER_BLOCKS[1] if device.type == "cpu" else 64
+    batch, kv_heads, group = math.prod(key.shape[:-3]), problem.kv_heads, problem.group_size
+    config = None if device.type == "cpu" else decode_config(torch.cuda.get_device_capability(device), query.dtype)
+    block_n = INTERPRETER_BLOCKS[1] if config is None else config.block_n
     if splits is None:
         multiprocessors = (torch.cuda.get_device_properties(device).multi_processor_count
                            if device.type == "cuda" else os.cpu_count() or 1)
@@ -578,19 +609,11 @@ def decode(
     partial_m = torch.empty(batch * kv_heads, splits, group, dtype=torch.float32, device=device)
     partial_l = torch.empty_like(partial_m)
     partial_acc = torch.empty(*partial_m.shape, problem.value_dim, dtype=torch.float32, device=device)
-    options = {} if device.type == "cpu" else dict(num_warps=4, num_stages=3, **COMPILE_OPTIONS)
+    arguments = decode_arguments(problem, partial_acc, partial_m, partial_l, lengths, keys_per_split, block_n)
+    if config is not None:
+        arguments.update(num_warps=config.num_warps, num_stages=config.num_stages, **COMPILE_OPTIONS)
     with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-        kernel_module().decode_split_kernel[(splits, batch * kv_heads)](
-            q, k, v, partial_acc, partial_m, partial_l, lengths if lengths is not None else q,
-            q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2),
-            kv_heads, group, problem.key_len, keys_per_split, problem.scale * math.log2(math.e),
-            HEAD_DIM=problem.head_dim, VALUE_DIM=problem.value_dim,
-            BLOCK_E=max(16, _next_power_of_2(problem.head_dim)),
-            BLOCK_EV=max(16, _next_power_of_2(problem.value_dim)),
-            HAS_KEY_LENGTHS=lengths is not None, BLOCK_M=max(16, _next_power_of_2(group)),
-            BLOCK_N=block_n, **options,
-        )
+        kernel_module().decode_split_kernel[(splits, batch * kv_heads)](**arguments)
     output, lse = merge_partial_states(partial_m, partial_l, partial_acc)
     output = output.reshape(problem.output_shape).to(query.dtype)
     lse = lse.reshape(query.shape[:-1])

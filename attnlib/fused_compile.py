@@ -55,13 +55,15 @@ def unavailable_reason() -> str | None:
 
 @dataclass(frozen=True)
 class CompileCase:
-    """One compilation: a target, a dtype, a head width, a tile configuration, causal or not."""
+    """One compilation: a target, a dtype, a head width, a tile configuration, causal or not,
+    of the forward kernel or of the decoding kernel (one query, GQA 32:8, keys split)."""
 
     capability: int
     dtype: str
     head_dim: int
     config: fused.TileConfig
     is_causal: bool = False
+    kernel: str = "forward"  # or "decode"
 
     @property
     def arch(self) -> str:
@@ -70,7 +72,9 @@ class CompileCase:
     def __str__(self) -> str:
         c = self.config
         causal = "-causal" if self.is_causal else ""
-        return f"{self.arch}-{self.dtype}-d{self.head_dim}-{c.block_m}x{c.block_n}-w{c.num_warps}-s{c.num_stages}{causal}"
+        decode = "-decode" if self.kernel == "decode" else ""
+        return (f"{self.arch}-{self.dtype}-d{self.head_dim}-{c.block_m}x{c.block_n}-w{c.num_warps}"
+                f"-s{c.num_stages}{causal}{decode}")
 
 
 @dataclass(frozen=True)
@@ -123,23 +127,53 @@ def candidate_cases() -> list[CompileCase]:
             for config in CANDIDATE_CONFIGS for is_causal in (False, True)]
 
 
+def decode_cases() -> list[CompileCase]:
+    """The decoding kernel's launch configuration on every target and dtype, at E = 128."""
+    return [CompileCase(capability, dtype, 128, fused.decode_config(divmod(capability, 10), getattr(torch, dtype)),
+                        kernel="decode")
+            for capability, dtypes in GPU_TARGETS.items() for dtype in dtypes]
+
+
 def example_problem(dtype: torch.dtype, head_dim: int, is_causal: bool = False, seq_len: int = 1024, heads: int = 2):
     """A ``(1, heads, seq_len, head_dim)`` self-attention problem on the CPU, for its layout only."""
     q = torch.zeros(1, heads, seq_len, head_dim, dtype=dtype)
     return check_problem(q, q.clone(), q.clone(), is_causal=is_causal)
 
 
-def _specialised_source(problem, config: fused.TileConfig):
-    """``ASTSource`` of the kernel with every argument specialised as a launch would."""
+def forward_arguments(case: CompileCase) -> dict:
+    """The forward kernel's arguments for ``case``, on a 1024-token self-attention problem."""
+    problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal)
+    output = torch.empty(problem.output_shape, dtype=problem.query.dtype)
+    log_sum_exp = torch.empty(problem.query.shape[:-1], dtype=torch.float32)
+    arguments = fused.kernel_arguments(problem, fused._as_4d(output), log_sum_exp)
+    arguments.update(BLOCK_M=case.config.block_m, BLOCK_N=case.config.block_n)
+    return arguments
+
+
+def decode_arguments(case: CompileCase) -> dict:
+    """The decoding kernel's arguments for ``case``: one query of 32 heads on 8 K/V heads, 8192 keys."""
+    dtype = getattr(torch, case.dtype)
+    query = torch.zeros(1, 32, 1, case.head_dim, dtype=dtype)
+    cache = torch.zeros(1, 8, 8192, case.head_dim, dtype=dtype)
+    problem = check_problem(query, cache, cache.clone(), enable_gqa=True)
+    splits, keys_per_split = 32, 256
+    partial_m = torch.empty(8, splits, problem.group_size)
+    partial_acc = torch.empty(*partial_m.shape, case.head_dim)
+    return fused.decode_arguments(problem, partial_acc, partial_m, partial_m.clone(), None, keys_per_split,
+                                  case.config.block_n)
+
+
+def _specialised_source(case: CompileCase):
+    """``ASTSource`` of the case's kernel with every argument specialised as a launch would."""
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
     from triton.compiler import ASTSource
 
-    kernel = fused.kernel_module().attention_forward_kernel
-    output = torch.empty(problem.output_shape, dtype=problem.query.dtype)
-    log_sum_exp = torch.empty(problem.query.shape[:-1], dtype=torch.float32)
-    arguments = fused.kernel_arguments(problem, fused._as_4d(output), log_sum_exp)
-    arguments.update(BLOCK_M=config.block_m, BLOCK_N=config.block_n)
+    module = fused.kernel_module()
+    if case.kernel == "decode":
+        kernel, arguments = module.decode_split_kernel, decode_arguments(case)
+    else:
+        kernel, arguments = module.attention_forward_kernel, forward_arguments(case)
     signature, constexprs, attrs = {}, {}, {}
     for index, name in enumerate(kernel.arg_names):
         value = arguments[name]
@@ -182,9 +216,8 @@ def compile_report(case: CompileCase) -> CompileReport:
     from triton.backends.compiler import GPUTarget
 
     config = case.config
-    problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal)
     compiled = triton.compile(
-        _specialised_source(problem, config),
+        _specialised_source(case),
         target=GPUTarget("cuda", case.capability, 32),
         options={"num_warps": config.num_warps, "num_stages": config.num_stages, **fused.COMPILE_OPTIONS},
     )
@@ -205,7 +238,7 @@ def compile_report(case: CompileCase) -> CompileReport:
 
 
 def reports_in_subprocess(timeout: float = 600) -> list[CompileReport]:
-    """:func:`compile_cases` compiled in a fresh process with ``TRITON_INTERPRET`` unset."""
+    """:func:`compile_cases` and :func:`decode_cases` compiled in a fresh process with ``TRITON_INTERPRET`` unset."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-m", "attnlib.fused_compile"], capture_output=True, text=True,
                             env=env, timeout=timeout)
@@ -217,4 +250,4 @@ def reports_in_subprocess(timeout: float = 600) -> list[CompileReport]:
 if __name__ == "__main__":
     if fused.triton_interprets():
         sys.exit("unset TRITON_INTERPRET: compiling needs Triton in compiling mode")
-    print(json.dumps([compile_report(case).as_dict() for case in compile_cases()]))
+    print(json.dumps([compile_report(case).as_dict() for case in compile_cases() + decode_cases()]))

@@ -4,8 +4,8 @@
 
 compiles every case of ``attnlib.fused_compile.compile_cases()`` (each
 autotune configuration for sm_75, sm_80 and sm_90, fp16 and bf16, head widths
-64 and 128) and of ``candidate_cases()`` (larger tiles and deeper pipelines
-for sm_90) without a GPU, prints arch, dtype, d, block sizes, warps,
+64 and 128), of ``candidate_cases()`` (larger tiles and deeper pipelines
+for sm_90) and of ``decode_cases()`` (the split decoding kernel) without a GPU, prints arch, dtype, d, block sizes, warps,
 stages, registers, spills, shared memory, the tensor-core instruction and the number of
 hardware exp2 instructions (``ex2.approx``), asynchronous copies (``cp.async``)
 and TMA copies (``cp.async.bulk.tensor``) in the PTX,
@@ -47,7 +47,9 @@ def main() -> None:
     reports = [fused_compile.compile_report(case) for case in fused_compile.compile_cases()]
     rows = [row(r) for r in reports]
     candidates = [row(fused_compile.compile_report(case)) for case in fused_compile.candidate_cases()]
-    for title, table in (("the autotuner's configurations", rows), ("candidates for sm_90", candidates)):
+    decode = [row(fused_compile.compile_report(case)) for case in fused_compile.decode_cases()]
+    for title, table in (("the autotuner's configurations", rows), ("candidates for sm_90", candidates),
+                         ("the decoding kernel (GQA 32:8, 8192 keys in 32 parts)", decode)):
         widths = {c: max(len(c), *(len(str(r[c])) for r in table)) for c in COLUMNS}
         print(title)
         print("  ".join(c.rjust(widths[c]) for c in COLUMNS))
@@ -71,6 +73,7 @@ def main() -> None:
         "columns": list(COLUMNS),
         "rows": rows,
         "candidates": candidates,
+        "decode": decode,
         "ptx_excerpts": excerpts,
     }, indent=1) + "\n")
     print(f"wrote {RESULTS.relative_to(RESULTS.parents[2])}")

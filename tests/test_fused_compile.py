@@ -62,6 +62,15 @@ def test_triton_has_no_tensor_core_code_for_sm_75(reports):
     assert all(reports[str(case)].tensor_core_instruction is None for case in CASES if case.capability == 75)
 
 
+@pytest.mark.parametrize("case", fused_compile.decode_cases(), ids=str)
+def test_the_decoding_kernel_compiles_without_spills_within_shared_memory(case, reports):
+    report = reports[str(case)]
+    assert (report.spill_stores, report.spill_loads) == (0, 0), f"{report.registers} registers"
+    assert 0 < report.shared_memory <= fused_compile.SHARED_MEMORY_LIMITS[case.capability]
+    if case.capability >= 80:
+        assert report.tensor_core_instruction is not None
+
+
 def test_exponentials_are_the_hardware_exp2(reports):
     """The scale carries log2(e), so every exponential compiles to ex2.approx, 2**x in one instruction."""
     assert all(report.exp2_instructions > 0 for report in reports.values())
