@@ -181,8 +181,10 @@ def test_alibi_and_softcap_on_the_fused_kernel_in_the_interpreter():
         expected = torch.softmax(scores, -1) @ v.double()
         print("alibi error", float((out.double() - expected).abs().max()))
         try:
-            attnlib.scaled_dot_product_attention(q, k, v, bias, softcap=2.0, backend="fused")
-            print("softcap ran")
+            out = attnlib.scaled_dot_product_attention(q, k, v, bias, softcap=2.0, backend="fused")
+            capped = 2.0 * torch.tanh(q.double() @ k.double().mT / 4 / 2.0) + bias.double()
+            expected = torch.softmax(capped, -1) @ v.double()
+            print("softcap ran, error", float((out.double() - expected).abs().max()))
         except ValueError as error:
             print("softcap refused:", error)
     """)
@@ -193,7 +195,7 @@ def test_alibi_and_softcap_on_the_fused_kernel_in_the_interpreter():
     error = float(result.stdout.split("alibi error ")[1].split()[0])
     assert error < 1e-5
     if getattr(fused, "SUPPORTS_SOFTCAP", False):
-        assert "softcap ran" in result.stdout
+        assert float(result.stdout.split("softcap ran, error ")[1].split()[0]) < 1e-5
     else:
         assert "softcap refused: backend='fused' cannot run this call: softcap is not implemented" in result.stdout
 
