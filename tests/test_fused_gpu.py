@@ -208,6 +208,28 @@ def test_decoding_one_query_against_a_cache(cache_len):
     assert_within_tolerance(fused.attention(query, key, value, **kwargs), query, key, value, **kwargs)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batch, cache_len", [(1, 8192), (3, 1000), (2, 300)])
+def test_split_decoding_matches_float64(dtype, batch, cache_len):
+    query = randn(batch, 32, 1, 128, dtype=dtype, seed=0)
+    key, value = (randn(batch, 8, cache_len, 128, dtype=dtype, seed=seed) for seed in (1, 2))
+    output, lse = fused.decode(query, key, value, enable_gqa=True, return_lse=True)
+    assert_within_tolerance(output, query, key, value, enable_gqa=True)
+    _, expected_lse = fused.attention(query, key, value, enable_gqa=True, return_lse=True)
+    torch.testing.assert_close(lse, expected_lse, rtol=1e-4, atol=1e-4)
+
+
+def test_split_decoding_with_key_padding():
+    query = randn(2, 32, 1, 128, dtype=torch.bfloat16, seed=0)
+    key, value = (randn(2, 8, 5000, 128, dtype=torch.bfloat16, seed=seed) for seed in (1, 2))
+    mask = attnlib.padding_mask(torch.tensor([4321, 0]), 5000).cuda()
+    dirty_key = key.clone()
+    dirty_key[0, :, 4321:] = float("nan")
+    output = fused.decode(query, dirty_key, value, attn_mask=mask, enable_gqa=True)
+    assert torch.equal(output[1], torch.zeros_like(output[1]))
+    assert_within_tolerance(output, query, key, value, attn_mask=mask, enable_gqa=True)
+
+
 def test_batch_times_heads_above_65535_runs_in_slices():
     query = randn(2100, 32, 16, 16, dtype=torch.float16, seed=0)  # 67200 (batch, head) pairs
     key, value = randn(2100, 8, 24, 16, dtype=torch.float16, seed=1), randn(2100, 8, 24, 16, dtype=torch.float16, seed=2)
