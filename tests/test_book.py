@@ -1,10 +1,13 @@
 """The book builds with warnings as errors, and the HTML has what a reader needs."""
-import importlib.util
+import html as html_module
+import json
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import warnings
 
 import pytest
 import yaml
@@ -61,46 +64,351 @@ def test_bibliography_is_rendered(html):
     assert "attention is all you need" in page.lower()
 
 
-MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def render_in_browser(page: pathlib.Path) -> str:
-    """The page's DOM after headless Chromium has run its scripts (MathJax included)."""
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         f"--user-data-dir={page.parent / '.chromium-profile'}", "--virtual-time-budget=20000",
-         "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout
+@pytest.mark.book
+def test_bibliography_lists_what_the_text_cites_by_author_and_year_with_links(html):
+    """One style: the list's labels read as the text cites ([Vaswani et al., 2017]),
+    only cited works, each with a DOI, arXiv or web link."""
+    page = (html / "bibliography.html").read_text()
+    entries = re.findall(r'<div class="citation" id="[^"]*" role="doc-biblioentry">(.*?)</div>', page, flags=re.S)
+    assert entries, "the bibliography lists nothing"
+    cited = set()
+    for name in toc_files():
+        if (html / f"{name}.html").is_file():
+            cited |= set(re.findall(r'href="[^"]*bibliography\.html#(id\d+)"', (html / f"{name}.html").read_text()))
+    listed = set(re.findall(r'<div class="citation" id="(id\d+)" role="doc-biblioentry">', page))
+    assert listed <= cited, f"listed but never cited: {sorted(listed - cited)}"
+    for entry in entries:
+        label = re.sub(r"<[^>]+>", "", re.search(r'<span class="label">(.*?)</span>\s*</span>', entry, flags=re.S).group(1))
+        assert re.fullmatch(r"\[[^\]]+, (\d{4}[a-z]?|n\.d\.)\]", label.strip()), f"not an author-year label: {label!r}"
+        text = re.sub(r"<[^>]+>", "", entry)
+        assert "$" not in text, f"raw TeX in the bibliography: {text[:200]}"
+        assert re.search(r'href="https://(doi\.org|arxiv\.org|[^"]+)"', entry), f"no DOI, arXiv or web link: {text[:200]}"
 
 
 @pytest.mark.book
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); make test installs it when run as root")
-def test_math_renders_without_errors_in_a_browser(html):
-    """Every formula of every chapter typesets in MathJax 3 (served from a local copy: no network here)."""
-    local_mathjax = html / "_static" / "mathjax-local"
-    shutil.copytree(pathlib.Path(importlib.util.find_spec("mathjax").submodule_search_locations[0])
-                    / "static" / "mathjax" / "es5", local_mathjax)
+def test_one_search_box_and_a_licence_on_every_page(html):
+    """No second header bar with a second search field (pydata-sphinx-theme's
+    navbar_persistent); every page's footer names the licence and links LICENSE."""
+    url = re.search(r"^\s+url:\s*(\S+)", (ROOT / "_config.yml").read_text(), flags=re.M).group(1)
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    for name in ["intro", *toc_files()]:
+        page = (html / f"{name}.html").read_text()
+        assert "navbar-persistent" not in page, f"{name}: the header bar with a second search box is back"
+        assert f'href="{url}/blob/main/LICENSE"' in page, f"{name}: no licence link in the footer"
+
+
+def pins(path: pathlib.Path) -> dict[str, str]:
+    """Package name -> version specifier, from a requirements file."""
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*([=<>!~].*)", line)
+        if match:
+            found[match.group(1).lower()] = match.group(2).replace(" ", "")
+    return found
+
+
+def test_binder_runs_the_chapters_with_the_books_versions_and_without_its_tools():
+    """binder/requirements.txt (Binder reads it before the top-level file): the CPU
+    build of the pinned torch, the pinned numeric packages, attnlib itself; none of
+    the book's build or test tools."""
+    binder, book = pins(ROOT / "binder" / "requirements.txt"), pins(ROOT / "requirements.txt")
+    lines = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+    assert "-e ." in lines, "Binder must install attnlib from the checkout"
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lines
+    assert binder.pop("torch") == book["torch"] + "+cpu", "Binder's torch is the CPU build of the pinned version"
+    for name, spec in binder.items():
+        assert book.get(name) == spec, f"binder pins {name}{spec}, requirements.txt {name}{book.get(name)}"
+    for name, spec in book.items():
+        if spec.startswith("==") and name != "torch":
+            assert name in binder or name in TOOLS, f"{name}{spec} is pinned for the chapters but not installed on Binder"
+    assert not set(binder) & TOOLS, f"the book's tools on Binder: {sorted(set(binder) & TOOLS)}"
+
+
+# what requirements.txt holds to build and test the book, not to run a chapter
+TOOLS = {"jupyter-book", "sphinx-exercise", "sphinx-proof", "sphinxcontrib-bibtex", "pytest", "pytest-xdist",
+         "hypothesis", "nbval", "django-static-mathjax", "nbconvert", "otter-grader", "ipykernel"}
+
+
+MATHJAX_SCRIPT = "_static/mathjax/tex-mml-chtml.js"
+
+
+@pytest.mark.book
+def test_mathjax_ships_with_the_book_and_no_page_loads_it_from_a_cdn(html):
+    """_build/html works offline: MathJax is a local file, its fonts beside it."""
+    assert (html / MATHJAX_SCRIPT).is_file()
+    fonts = list((html / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
+    assert len(fonts) >= 20, fonts
+    shipped = sum(p.stat().st_size for p in (html / "_static" / "mathjax").rglob("*") if p.is_file())
+    assert shipped < 4_000_000, f"{shipped} bytes of MathJax shipped; only the combined file, fonts and TeX extensions are needed"
+    pages = sorted(html.rglob("*.html"))
+    assert len(pages) > len(toc_files())
+    with_math = 0
+    for page in pages:
+        source = page.read_text()
+        scripts = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', source, flags=re.I)
+        for src in scripts:
+            assert "://" not in src, f"{page.relative_to(html)} loads MathJax from {src}"
+            assert (page.parent / src).resolve() == (html / MATHJAX_SCRIPT).resolve(), f"{page.relative_to(html)}: {src}"
+        assert not re.search(r"(cdn\.jsdelivr\.net|cdnjs\.cloudflare\.com|unpkg\.com)/[^\"']*mathjax", source, flags=re.I), \
+            f"{page.relative_to(html)} references MathJax on a CDN"
+        with_math += bool(scripts)
+    assert with_math >= 2
+
+
+# ---------------------------------------------------------------------------
+# The book in a real browser: headless Chromium renders every page at a desktop
+# width and at a phone's, exactly as built (MathJax from _static/), and a probe
+# appended to a copy of each page measures its layout once MathJax has typeset.
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); make test installs it when run as root")
+DESKTOP, PHONE = 1400, 390
+
+# Run on load, after MathJax's first typeset and the fonts: open every toggle and
+# dropdown (a reader can), then measure code blocks, outputs, tables, equations and
+# figures against their own box and the article column, and the page against the
+# window. The JSON report is written into the DOM, which --dump-dom returns.
+PROBE = r"""
+<script>
+(function () {
+  const clean = s => (s || "").replace(/\s+/g, " ").trim();
+  function tex(el) {
+    try {
+      const items = MathJax.startup.document.getMathItemsWithin(el);
+      if (items.length) return items.map(m => m.math).join(" ");
+    } catch (e) {}
+    return null;
+  }
+  function snippet(el) {
+    if (el.matches("pre")) {
+      const lines = el.textContent.split("\n");
+      const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+      return longest.length + " chars: " + longest.trim().slice(0, 110);
+    }
+    if (el.matches("img")) return el.getAttribute("alt") || el.getAttribute("src");
+    return clean(tex(el) || el.textContent).slice(0, 110);
+  }
+  function where(el) {
+    const box = el.closest(".solution, .exercise, .proof, .admonition");  // "Solution to Exercise 2.3"
+    const title = box && box.querySelector(".admonition-title, .proof-title");
+    const section = (box || el).closest("section");
+    const h = section && section.querySelector("h1, h2, h3, h4");
+    const place = clean(h ? h.textContent : (section ? section.id : "")).replace(/#$/, "");
+    return title ? place + " / " + clean(title.textContent).slice(0, 40) : place;
+  }
+  function kind(el) {
+    const out = el.closest(".cell_output") ? "output " : "";
+    if (el.matches("div.math, mjx-container")) return out + "equation";
+    if (el.matches("table, .pst-scrollable-table-container")) return out + "table";
+    if (el.matches("img")) return out + "figure";
+    if (out) return "output";
+    return "code";
+  }
+  function innermost(items) {
+    return items.filter(a => !items.some(b => b.el !== a.el && a.el.contains(b.el)));
+  }
+  function measure() {
+    const column = document.querySelector("article.bd-article") || document.querySelector("main") || document.body;
+    const col = column.getBoundingClientRect();
+    // the theme makes a display equation's mjx-container scroll, beside its number
+    const selector = "pre, div.math, mjx-container[display='true'], table, .pst-scrollable-table-container, .cell_output .output, img";
+    const found = [];
+    for (const el of column.querySelectorAll(selector)) {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) continue;  // not rendered
+      const inside = el.scrollWidth - el.clientWidth;            // content wider than its box
+      const outside = Math.max(r.right - col.right, col.left - r.left);  // box past the column
+      if (inside > 1 || outside > 1) {
+        found.push({el, kind: kind(el), where: where(el), snippet: snippet(el),
+                    content: Math.max(el.scrollWidth, Math.round(r.width)), box: el.clientWidth || Math.round(r.width)});
+      }
+    }
+    // what sticks out of the window and is not inside a box that scrolls or clips
+    const vw = document.documentElement.clientWidth;
+    const sticking = [];
+    for (const el of document.body.querySelectorAll("*")) {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.right <= vw + 1) continue;
+      // an off-canvas drawer (position: fixed) does not widen the page
+      let contained = getComputedStyle(el).position === "fixed";
+      for (let a = el.parentElement; a && a !== document.body && !contained; a = a.parentElement) {
+        const style = getComputedStyle(a);
+        contained = style.overflowX !== "visible" || style.position === "fixed";
+      }
+      if (!contained) sticking.push({el, kind: el.tagName.toLowerCase() + (el.className && typeof el.className === "string" ? "." + el.className.split(" ")[0] : ""),
+                                     where: where(el), snippet: clean(el.textContent).slice(0, 110), right: Math.round(r.right)});
+    }
+    const strip = items => innermost(items).map(({el, ...rest}) => rest);
+    const fonts = [];
+    if (document.fonts) document.fonts.forEach(f => { if (/MJX/.test(f.family)) fonts.push([f.family, f.status]); });
+    return {
+      window: window.innerWidth,
+      column: Math.round(col.width),
+      pageWidth: Math.max(document.documentElement.scrollWidth, document.body.scrollWidth),
+      overflowing: strip(found),
+      sticking: strip(sticking).slice(0, 30),
+      fonts: fonts,
+      mathjax: !!(window.MathJax && MathJax.startup && MathJax.startup.document),
+      // what the page loaded or asked for, MathJax's own later requests included
+      resources: [...document.querySelectorAll("script[src], link[rel=stylesheet][href]")].map(e => e.src || e.href),
+    };
+  }
+  async function run() {
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+    document.querySelectorAll("details").forEach(d => { d.open = true; });
+    document.querySelectorAll(".toggle-hidden").forEach(e => e.classList.remove("toggle-hidden"));
+    if (document.fonts) await document.fonts.ready;
+    await new Promise(r => setTimeout(r, 50));  // let layout settle (no frames are drawn headless)
+    return measure();
+  }
+  function write(report) {
+    const pre = document.createElement("pre");
+    pre.id = "layout-report";
+    pre.hidden = true;
+    pre.textContent = JSON.stringify(report);
+    document.body.appendChild(pre);
+    if (window.parent !== window) window.parent.postMessage(pre.textContent, "*");  // the phone frame
+  }
+  window.addEventListener("load", () => run().then(write, e => write({error: String(e && e.stack || e)})));
+})();
+</script>
+"""
+
+
+# Chromium will not make a window narrower than 500 px, so a phone is a 390-px frame
+# in a wider window; the probe in the frame posts its report to this page.
+PHONE_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
+<iframe src="{src}" style="width:{width}px;height:1000px;border:0"></iframe>
+<script>
+window.addEventListener("message", e => {{
+  const pre = document.createElement("pre");
+  pre.id = "layout-report";
+  pre.textContent = e.data;
+  document.body.appendChild(pre);
+}});
+</script></body></html>
+"""
+
+
+def render(page: pathlib.Path, width: int, profiles: pathlib.Path) -> tuple[str, dict]:
+    """The page's DOM after headless Chromium has run its scripts, and the probe's report."""
+    # a fresh profile for each run: a browser still closing on a shared profile would take
+    # the next page over and the new process would exit at once, printing nothing
+    profile = tempfile.mkdtemp(dir=profiles)
+    probe = page.with_name(f"{page.stem}.probe-{width}.html")  # beside the page: same relative links
+    source = page.read_text()
+    assert source.count("</body>") == 1, page
+    probe.write_text(source.replace("</body>", PROBE + "</body>"))
+    opened, window, flags = probe, width, []
+    if width < 500:
+        flags = ["--hide-scrollbars"]  # a phone's scrollbars take no width
+        opened, window = page.with_name(f"{page.stem}.phone-{width}.html"), 600
+        opened.write_text(PHONE_FRAME.format(src=probe.name, width=width))
+    try:
+        result = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+             f"--user-data-dir={profile}", f"--window-size={window},1000", *flags,
+             "--virtual-time-budget=30000", "--dump-dom", opened.as_uri()],
+            capture_output=True, text=True, timeout=180,
+        )
+    finally:
+        probe.unlink()
+        opened.unlink(missing_ok=True)
+        shutil.rmtree(profile, ignore_errors=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # the theme's scripts may add attributes (tabindex) to the report's <pre>
+    found = re.search(r'<pre id="layout-report"[^>]*>(.*?)</pre>', result.stdout, flags=re.S)
+    if not found:
+        errors = [line for line in result.stderr.splitlines() if "dbus" not in line]
+        raise AssertionError(f"{page.name} at {width} px: the probe wrote no report; the DOM has "
+                             f"{len(result.stdout)} characters; chromium said: {errors[-5:]}")
+    report = json.loads(html_module.unescape(found.group(1)))
+    assert "error" not in report, f"{page.name} at {width} px: the probe failed: {report['error']}"
+    assert report["window"] == width, f"{page.name}: the window is {report['window']} px wide, not {width}"
+    return result.stdout, report
+
+
+@pytest.fixture(scope="module")
+def rendered(html, tmp_path_factory) -> dict:
+    """(page name, width) -> (DOM, layout report), for every page of the book at both widths."""
+    profiles = tmp_path_factory.mktemp("chromium-profiles")
+    return {(name, width): render(html / f"{name}.html", width, profiles)
+            for name in ["intro", *toc_files()] for width in (DESKTOP, PHONE)}
+
+
+def describe(items: list[dict], column: int | None = None) -> str:
+    """One line per element: kind, its content's width in its box's (or the column's), where, what."""
+    lines = []
+    for item in items:
+        size = (f"{item['content']} px in {min(item['box'], column or item['box'])} px" if "content" in item
+                else f"right edge at {item['right']} px")
+        lines.append(f"    {item['kind']:<16} {size:<18} [{item['where']}]: {item['snippet']}")
+    return "\n".join(lines)
+
+
+@pytest.mark.book
+@needs_chromium
+def test_math_renders_offline_without_errors_in_a_browser(html, rendered):
+    """Every formula typesets in MathJax 3 as the book ships it (no network here), its
+    fonts load, and no page asks for anything outside _build/html."""
     checked = 0
     for name in ["intro", *toc_files()]:
-        page = html / f"{name}.html"
-        source = page.read_text()
+        dom, report = rendered[(name, DESKTOP)]
+        outside = [url for url in report["resources"] if not url.startswith("file:")]
+        source = (html / f"{name}.html").read_text()
         formulas = source.count('class="math notranslate')
         if formulas == 0:
             continue
-        assert MATHJAX_CDN in source, f"{name}: MathJax is no longer loaded from {MATHJAX_CDN}"
-        local = page.with_name(page.stem + ".offline.html")
-        relative = pathlib.Path("../" * name.count("/")) / "_static" / "mathjax-local" / "tex-mml-chtml.js"
-        local.write_text(source.replace(MATHJAX_CDN, relative.as_posix()))
-        dom = render_in_browser(local)
+        assert report["mathjax"], f"{name}: MathJax did not start"
+        mathjax_outside = [url for url in outside if "mathjax" in url.lower()]
+        assert not mathjax_outside, f"{name}: MathJax loads files from the network: {mathjax_outside}"
         typeset = dom.count("<mjx-container")
         assert typeset >= formulas, f"{name}: {typeset} of {formulas} formulas typeset"
         # a syntax error becomes <mjx-merror>; an unknown macro is typeset as red text
         errors = re.findall(r'data-mjx-error="([^"]*)"|<mjx-merror|<mjx-mtext[^>]*color: red', dom)
         assert not errors, f"{name}: {len(errors)} MathJax errors, e.g. {errors[:3]}"
+        fonts = dict(report["fonts"])
+        assert fonts and "error" not in fonts.values(), f"{name}: MathJax fonts: {report['fonts']}"
+        assert "loaded" in fonts.values(), f"{name}: no MathJax font loaded: {report['fonts']}"
         checked += 1
     assert checked >= 2, "expected the intro and at least one chapter to hold formulas"
+
+
+def overflow_summary(width: int, rendered: dict, key: str) -> tuple[int, str]:
+    count, parts = 0, []
+    for (name, w), (_, report) in rendered.items():
+        if w != width or not report[key]:
+            continue
+        count += len(report[key])
+        parts.append(f"  {name} ({len(report[key])}; column {report['column']} px):\n{describe(report[key], report['column'])}")
+    return count, "\n".join(parts)
+
+
+@pytest.mark.book
+@needs_chromium
+def test_nothing_is_wider_than_its_column_at_desktop_width(rendered):
+    """At 1400 px no code block, output, table, equation or figure is wider than its
+    box or the article column (with every toggle and dropdown opened)."""
+    count, summary = overflow_summary(DESKTOP, rendered, "overflowing")
+    print(f"At {DESKTOP} px, {count} elements wider than their column:\n{summary}")
+    assert count == 0, (
+        f"At {DESKTOP} px, {count} elements are wider than their column "
+        f"(kind, content width px in box width px [section]: longest line or formula):\n{summary}")
+
+
+@pytest.mark.book
+@needs_chromium
+def test_the_page_never_scrolls_sideways_on_a_phone(rendered):
+    """At 390 px a page never scrolls sideways; what scrolls inside its own box
+    (code, outputs, equations) is reported, not failed."""
+    count, summary = overflow_summary(PHONE, rendered, "overflowing")
+    report = f"At {PHONE} px, {count} elements scroll inside their own box:\n{summary}"
+    print(report)
+    if count:
+        warnings.warn(report, stacklevel=1)
+    wide = {name: r for (name, w), (_, r) in rendered.items() if w == PHONE and r["pageWidth"] > r["window"]}
+    assert not wide, f"At {PHONE} px these pages scroll sideways:\n" + "\n".join(
+        f"  {name}: {r['pageWidth']} px wide, because of:\n{describe(r['sticking'])}" for name, r in wide.items())
