@@ -7,7 +7,9 @@ extension registers a pybtex label style that writes the label as the text
 cites it ("Vaswani et al., 2017", "Milakov and Gimelshein, 2018"), and a
 formatting style ``author_year`` (pybtex's ``plain``, sorted by author, year
 and title, with those labels). ``bibtex_default_style: author_year`` in
-``_config.yml`` selects it.
+``_config.yml`` selects it. A label is plain text, so the text's citations
+write "et al." upright too: ``bibtex_reference_style: author_year_upright``
+is sphinxcontrib-bibtex's ``author_year`` with that one change.
 
 Two entries with the same label get a letter after the year (2022a, 2022b),
 as in any author-year list.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 from collections import Counter
+from dataclasses import dataclass, field
 
 import latexcodec  # noqa: F401  (registers the 'ulatex' codec; pybtex depends on it)
 
@@ -23,6 +26,9 @@ from pybtex.plugin import register_plugin
 from pybtex.style.formatting.plain import Style as PlainStyle
 from pybtex.style.labels import BaseLabelStyle
 from sphinx.application import Sphinx
+from sphinxcontrib.bibtex.plugin import register_plugin as register_bibtex_plugin
+from sphinxcontrib.bibtex.style.referencing import PersonStyle
+from sphinxcontrib.bibtex.style.referencing.author_year import AuthorYearReferenceStyle
 
 
 def plain(latex: str) -> str:
@@ -72,7 +78,16 @@ class AuthorYearStyle(PlainStyle):
     default_sorting_style = "author_year_title"
 
 
+@dataclass
+class UprightAuthorYearReferenceStyle(AuthorYearReferenceStyle):
+    """[Vaswani et al., 2017] in the text, exactly as the list labels it."""
+
+    person: PersonStyle = field(default_factory=lambda: PersonStyle(other=" et al."))
+
+
 def setup(app: Sphinx) -> dict:
     register_plugin("pybtex.style.labels", "author_year", AuthorYearLabelStyle)
     register_plugin("pybtex.style.formatting", "author_year", AuthorYearStyle)
+    register_bibtex_plugin("sphinxcontrib.bibtex.style.referencing", "author_year_upright",
+                           UprightAuthorYearReferenceStyle)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
