@@ -252,6 +252,15 @@ PROBE = r"""
                                      where: where(el), snippet: clean(el.textContent).slice(0, 110), right: Math.round(r.right)});
     }
     const strip = items => innermost(items).map(({el, ...rest}) => rest);
+    const mathErrors = [];  // the TeX of every formula MathJax could not typeset, for the author
+    if (window.MathJax && MathJax.startup && MathJax.startup.document) {
+      for (const item of MathJax.startup.document.math) {
+        const root = item.typesetRoot;
+        const error = root && (root.getAttribute("data-mjx-error") || (root.querySelector("[data-mjx-error]") || {}).dataset?.mjxError
+                               || (root.querySelector("mjx-merror") ? "merror" : null));
+        if (error !== null && error !== undefined) mathErrors.push({tex: item.math.slice(0, 200), error: error});
+      }
+    }
     const fonts = [];
     if (document.fonts) document.fonts.forEach(f => { if (/MJX/.test(f.family)) fonts.push([f.family, f.status]); });
     return {
@@ -261,6 +270,7 @@ PROBE = r"""
       overflowing: strip(found),
       sticking: strip(sticking).slice(0, 30),
       fonts: fonts,
+      mathErrors: mathErrors,
       mathjax: !!(window.MathJax && MathJax.startup && MathJax.startup.document),
       // what the page loaded or asked for, MathJax's own later requests included
       resources: [...document.querySelectorAll("script[src], link[rel=stylesheet][href]")].map(e => e.src || e.href),
@@ -380,7 +390,8 @@ def test_math_renders_offline_without_errors_in_a_browser(html, rendered):
         assert typeset >= formulas, f"{name}: {typeset} of {formulas} formulas typeset"
         # a syntax error becomes <mjx-merror>; an unknown macro is typeset as red text
         errors = re.findall(r'data-mjx-error="([^"]*)"|<mjx-merror|<mjx-mtext[^>]*color: red', dom)
-        assert not errors, f"{name}: {len(errors)} MathJax errors, e.g. {errors[:3]}"
+        assert not errors and not report["mathErrors"], \
+            f"{name}: {len(errors)} MathJax errors: " + "; ".join(f"{e['error']!r} in {e['tex']!r}" for e in report["mathErrors"])
         fonts = dict(report["fonts"])
         assert fonts and "error" not in fonts.values(), f"{name}: MathJax fonts: {report['fonts']}"
         assert "loaded" in fonts.values(), f"{name}: no MathJax font loaded: {report['fonts']}"
