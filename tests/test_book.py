@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from collections import Counter
 
 import pytest
 import yaml
@@ -427,10 +428,16 @@ def test_the_page_never_scrolls_sideways_on_a_phone(rendered):
     """At 390 px a page never scrolls sideways; what scrolls inside its own box
     (code, outputs, equations) is reported, not failed."""
     count, summary = overflow_summary(PHONE, rendered, "overflowing")
-    report = f"At {PHONE} px, {count} elements scroll inside their own box:\n{summary}"
-    print(report)
-    if count:
-        warnings.warn(report, stacklevel=1)
+    print(f"At {PHONE} px, {count} elements scroll inside their own box:\n{summary}")
+    if count:  # a short note in every run; the list above with -rP
+        kinds = {}
+        for (name, width), (_, report) in rendered.items():
+            for item in report["overflowing"] if width == PHONE else []:
+                kinds.setdefault(name, Counter())[item["kind"]] += 1
+        warnings.warn(f"At {PHONE} px, {count} elements scroll inside their own box (pytest tests/test_book.py "
+                      f"-k phone -rP lists them): " + "; ".join(
+                          f"{name} " + ", ".join(f"{n} {kind}" for kind, n in sorted(c.items())) for name, c in kinds.items()),
+                      stacklevel=1)
     wide = {name: r for (name, w), (_, r) in rendered.items() if w == PHONE and r["pageWidth"] > r["window"]}
     assert not wide, f"At {PHONE} px these pages scroll sideways:\n" + "\n".join(
         f"  {name}: {r['pageWidth']} px wide, because of:\n{describe(r['sticking'])}" for name, r in wide.items())
