@@ -36,6 +36,8 @@ import torch
 from .problem import AttentionProblem, check_problem
 
 NAME = "fused"
+#: The kernel caps scores with ``softcap`` (attnlib.dispatch.OPT_IN_FEATURES).
+SUPPORTS_SOFTCAP = True
 HEAD_DIMS = (16, 256)  # smallest and largest E and Ev the kernel takes
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INTERPRETER_DTYPES = (torch.float16, torch.float32)  # NumPy has no bfloat16
@@ -408,10 +410,13 @@ def kernel_arguments(problem: AttentionProblem, output: torch.Tensor, log_sum_ex
         query_heads=problem.query_heads, group_size=problem.group_size,
         query_len=problem.query_len, key_len=problem.key_len, causal_offset=problem.causal_offset,
         scale_log2=problem.scale * math.log2(math.e),
+        # unread without a cap, but a launch needs a number
+        softcap_log2=(problem.softcap or 1.0) * math.log2(math.e),
         HEAD_DIM=problem.head_dim, VALUE_DIM=problem.value_dim,
         BLOCK_E=max(16, _next_power_of_2(problem.head_dim)),
         BLOCK_EV=max(16, _next_power_of_2(problem.value_dim)),
         IS_CAUSAL=problem.is_causal, MASK_KIND=mask_kind, HAS_KEY_LENGTHS=lengths is not None,
+        SOFTCAP=problem.softcap is not None,
     )
 
 
@@ -471,13 +476,15 @@ def attention(
     enable_gqa: bool = False,
     *,
     causal_alignment: str = "top_left",
+    softcap: float | None = None,
     blocks: tuple[int, int] | None = None,
     return_lse: bool = False,
 ):
     """The fused kernel's ``softmax(scale * Q K^T + mask) V``, forward only.
 
     Same arguments and contract as :func:`attnlib.scaled_dot_product_attention`
-    (no dropout). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
+    (no dropout; ``softcap`` caps the scores to ``softcap * tanh(s / softcap)``
+    before the mask). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
     ``value (..., Hkv, S, Ev)`` -> output ``(..., Hq, L, Ev)``. ``blocks =
     (BLOCK_M, BLOCK_N)`` fixes the tile sizes (default: autotuned on a GPU,
     ``INTERPRETER_BLOCKS`` on the CPU). With ``return_lse=True`` also returns
@@ -493,7 +500,8 @@ def attention(
                          f"(BLOCK_M, BLOCK_N), got {blocks!r}")
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
-    problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment)
+    problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa,
+                            causal_alignment, softcap)
     output, lse = _launch(problem, blocks)
     return (output, lse) if return_lse else output
 

@@ -4,7 +4,7 @@ One program computes one block of ``BLOCK_M`` query rows of one (batch, query
 head): it streams over the keys in tiles of ``BLOCK_N``, keeping for every
 row a running maximum ``m``, a running sum ``l`` and an unnormalised output
 ``acc`` in fp32 -- the online softmax of Chapter 8 and ``attnlib.tiled``,
-step for step; the comments name Chapter 8's equations. The
+step for step; the comments give Chapter 8's equation numbers. The
 ``L x S`` score matrix never exists; each ``BLOCK_M x BLOCK_N`` tile of it
 lives in registers for one loop iteration.
 
@@ -38,16 +38,19 @@ FLOAT_MASK = tl.constexpr(2)  # added to the scores; -inf forbids
 def _attend_to_key_tiles(
     acc, m, l, q,
     key_base, value_base, mask_base,
-    rows, tile_begin, tile_end, keys_visible, query_len, causal_offset, scale_log2,
+    rows, tile_begin, tile_end, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
     stride_ks, stride_vs, stride_ml, stride_ms,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr,
-    CHECK_EDGES: tl.constexpr,
+    SOFTCAP: tl.constexpr, CHECK_EDGES: tl.constexpr,
 ):
     """Fold the key tiles in ``[tile_begin, tile_end)`` into the state ``(acc, m, l)`` of one query block.
 
     ``key_base``, ``value_base`` point at the (batch, head)'s first key and
     value, ``mask_base`` at the mask row of the block's first query.
+
+    With ``SOFTCAP``, scores are capped to ``c * tanh(s / c)`` before the
+    masks; ``softcap_log2 = c * log2(e)`` is the cap in base-2 units.
 
     ``CHECK_EDGES`` is False for the tiles that every row of the block sees
     whole (left of the causal diagonal, before the last key): they skip the
@@ -77,6 +80,12 @@ def _attend_to_key_tiles(
         # every exp below is an exp2. "ieee" keeps fp32 inputs in fp32 (no
         # TF32), like torch's matmul; fp16/bf16 products are exact in fp32.
         scores = tl.dot(q, tl.trans(k), input_precision="ieee") * scale_log2
+        if SOFTCAP:
+            # Soft-capping (Chapter 12), in base 2: c tanh(s / c) times log2(e) is
+            # C tanh(S / C) with S = s log2(e), C = c log2(e). tanh(y) is written as
+            # 1 - 2 / (exp(2y) + 1), an exp2 that saturates to +-1 for large |y|.
+            doubled = scores * (2.0 * LOG2_E / softcap_log2)
+            scores = softcap_log2 * (1.0 - 2.0 / (tl.math.exp2(doubled) + 1.0))
 
         # Masks: a forbidden (i, j) gets the score -inf, so its weight is exp2(-inf) = 0.
         if CHECK_EDGES or MASK_KIND != NO_MASK:
@@ -99,7 +108,7 @@ def _attend_to_key_tiles(
                 v = tl.where(seen_by_some_row[:, None], v, 0.0)
             scores = tl.where(allowed, scores, float("-inf"))
 
-        # (eq-online-max) m_new = max(m, rowmax(S_tile)).
+        # (eq. 8.2) m_new = max(m, rowmax(S_tile)).
         m_new = tl.maximum(m, tl.max(scores, axis=1))
         # A row with no allowed key so far still has m_new = -inf; shifting by
         # 0 instead gives exp2(-inf - 0) = 0 where exp2(-inf + inf) would be NaN.
@@ -108,9 +117,9 @@ def _attend_to_key_tiles(
         correction = tl.math.exp2(m - shift)
         # Unnormalised weights exp(S_tile - m_new): at most 1, so they never overflow.
         weights = tl.math.exp2(scores - shift[:, None])
-        # (eq-online-sum) l_new = l * exp(m - m_new) + rowsum(exp(S_tile - m_new)).
+        # (eq. 8.3) l_new = l * exp(m - m_new) + rowsum(exp(S_tile - m_new)).
         l = l * correction + tl.sum(weights, axis=1)
-        # (eq-online-acc) acc_new = acc * exp(m - m_new) + exp(S_tile - m_new) V_tile.
+        # (eq. 8.4) acc_new = acc * exp(m - m_new) + exp(S_tile - m_new) V_tile.
         # The weights are rounded to the input dtype so that this product also
         # runs on tensor cores; it accumulates in fp32.
         acc = acc * correction[:, None] + tl.dot(weights.to(v.dtype), v, input_precision="ieee")
@@ -126,9 +135,10 @@ def attention_forward_kernel(
     stride_vb, stride_vh, stride_vs,
     stride_ob, stride_oh, stride_ol,
     stride_mb, stride_mh, stride_ml, stride_ms,
-    query_heads, group_size, query_len, key_len, causal_offset, scale_log2,
+    query_heads, group_size, query_len, key_len, causal_offset, scale_log2, softcap_log2,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
     IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr,
+    SOFTCAP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """``O = softmax(scale * Q K^T + mask) V`` and its log-sum-exp for one block of query rows.
@@ -184,20 +194,20 @@ def attention_forward_kernel(
 
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, mask_base,
-        rows, 0, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2,
+        rows, 0, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
         stride_ks, stride_vs, stride_ml, stride_ms,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP,
         CHECK_EDGES=False,
     )
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, mask_base,
         rows, full_tiles_end, keys_visible, keys_visible, query_len, causal_offset, scale_log2,
-        stride_ks, stride_vs, stride_ml, stride_ms,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND,
+        softcap_log2, stride_ks, stride_vs, stride_ml, stride_ms,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP,
         CHECK_EDGES=True,
     )
 
-    # (eq-normalise) O = acc / l. A row that saw no allowed key has l = 0 and
+    # (eq. 8.5) O = acc / l. A row that saw no allowed key has l = 0 and
     # acc = 0: its output is 0, not 0/0.
     has_keys = l > 0
     safe_l = tl.where(has_keys, l, 1.0)
@@ -206,7 +216,7 @@ def attention_forward_kernel(
     o_ptrs = o_block + tile_rows[:, None] * stride_ol + value_dims[None, :]
     tl.store(o_ptrs, out.to(output.dtype.element_ty),
              mask=(rows[:, None] < query_len) & (value_dims[None, :] < VALUE_DIM))
-    # (eq-lse) lse = m + log(l), here (m + log2 l) * ln 2 since m is in base 2;
+    # (eq. 8.6) lse = m + log(l), here (m + log2 l) * ln 2 since m is in base 2;
     # -inf for a row with no allowed key. The backward pass rebuilds the weights from it.
     lse = tl.where(has_keys, (m + tl.math.log2(safe_l)) * LN_2, float("-inf"))
     tl.store(log_sum_exp + batch_head.to(tl.int64) * query_len + rows, lse, mask=rows < query_len)
@@ -263,16 +273,16 @@ def decode_split_kernel(
     # (one query per sequence sees the whole cache): whole tiles, then the last part.
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, query,
-        group_rows, split_begin, full_tiles_end, split_end, group_size, 0, scale_log2,
+        group_rows, split_begin, full_tiles_end, split_end, group_size, 0, scale_log2, 1.0,
         stride_ks, stride_vs, 0, 0,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, False, NO_MASK,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, False, NO_MASK, False,
         CHECK_EDGES=False,
     )
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, query,
-        group_rows, full_tiles_end, split_end, split_end, group_size, 0, scale_log2,
+        group_rows, full_tiles_end, split_end, split_end, group_size, 0, scale_log2, 1.0,
         stride_ks, stride_vs, 0, 0,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, False, NO_MASK,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, False, NO_MASK, False,
         CHECK_EDGES=True,
     )
 

@@ -132,6 +132,38 @@ def test_log_sum_exp_matches_float64(case):
     torch.testing.assert_close(lse.double()[finite], expected[finite], rtol=1e-5, atol=1e-5)
 
 
+#: Cases with more than one key, where a cap can change the weights: causal, masks, GQA, fp32.
+SOFTCAP_CASES = [CASES[0], CASES[2], CASES[3], CASES[4], CASES[5], CASES[7]]
+
+
+@pytest.mark.parametrize("softcap", [0.5, 4.0])
+@pytest.mark.parametrize("case", SOFTCAP_CASES, ids=str)
+def test_softcap_matches_float64_reference(case, softcap):
+    query, key, value, kwargs = make_inputs(case)
+    output = attnlib.scaled_dot_product_attention(query, key, value, backend="fused", softcap=softcap,
+                                                  **kwargs)
+    assert_as_accurate_as_naive(output, query, key, value, softcap=softcap, **kwargs)
+
+
+def test_softcap_saturates_large_scores_instead_of_overflowing():
+    # scores of order 1e4: exp(2y) in the kernel's tanh overflows to inf, which must give tanh = +-1
+    query, key, value, kwargs = make_inputs(Case(40, 70, 32, torch.float32, causal="top_left"))
+    query = query * 30.0
+    output = attnlib.scaled_dot_product_attention(query, key, value, backend="fused", softcap=3.0,
+                                                  **kwargs)
+    assert torch.isfinite(output).all()
+    assert_as_accurate_as_naive(output, query, key, value, softcap=3.0, **kwargs)
+
+
+def test_softcap_log_sum_exp_matches_float64():
+    query, key, value, kwargs = make_inputs(CASES[4])
+    _, lse = fused.attention(query, key, value, return_lse=True, softcap=2.0, **kwargs)
+    expected = float64_log_sum_exp(query, key, value, softcap=2.0, **kwargs)
+    finite = expected > float("-inf")
+    assert torch.equal(lse == float("-inf"), ~finite)
+    torch.testing.assert_close(lse.double()[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
 def test_fully_masked_rows_give_zero_and_minus_inf():
     query, key, value, kwargs = make_inputs(Case(113, 203, 32, mask="bool"))
     output, lse = fused.attention(query, key, value, return_lse=True, **kwargs)

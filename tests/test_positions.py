@@ -180,13 +180,10 @@ def test_alibi_and_softcap_on_the_fused_kernel_in_the_interpreter():
         scores = q.double() @ k.double().mT / 4 + bias.double()
         expected = torch.softmax(scores, -1) @ v.double()
         print("alibi error", float((out.double() - expected).abs().max()))
-        try:
-            out = attnlib.scaled_dot_product_attention(q, k, v, bias, softcap=2.0, backend="fused")
-            capped = 2.0 * torch.tanh(q.double() @ k.double().mT / 4 / 2.0) + bias.double()
-            expected = torch.softmax(capped, -1) @ v.double()
-            print("softcap ran, error", float((out.double() - expected).abs().max()))
-        except ValueError as error:
-            print("softcap refused:", error)
+        out = attnlib.scaled_dot_product_attention(q, k, v, bias, softcap=2.0, backend="fused")
+        capped = 2.0 * torch.tanh(q.double() @ k.double().mT / 4 / 2.0) + bias.double()
+        expected = torch.softmax(capped, -1) @ v.double()
+        print("softcap ran, error", float((out.double() - expected).abs().max()))
     """)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     result = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
@@ -194,10 +191,7 @@ def test_alibi_and_softcap_on_the_fused_kernel_in_the_interpreter():
     assert result.returncode == 0, result.stderr
     error = float(result.stdout.split("alibi error ")[1].split()[0])
     assert error < 1e-5
-    if getattr(fused, "SUPPORTS_SOFTCAP", False):
-        assert float(result.stdout.split("softcap ran, error ")[1].split()[0]) < 1e-5
-    else:
-        assert "softcap refused: backend='fused' cannot run this call: softcap is not implemented" in result.stdout
+    assert float(result.stdout.split("softcap ran, error ")[1].split()[0]) < 1e-5
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
