@@ -94,3 +94,42 @@ def online_softmax_tiles(ax: plt.Axes, n_tiles: int = 4) -> None:
     ax.set_ylim(-1.6, 4.1)
     ax.set_aspect("equal")
     ax.axis("off")
+
+
+def gpu_memory(ax: plt.Axes) -> None:
+    """Where the fused kernel keeps what: HBM, each multiprocessor's shared memory, registers."""
+    slot = 10.6 / 5
+    levels = [
+        (4.4, "HBM (the GPU's memory): large, far", ["$Q$", "$K$", "$V$", "$O$", "lse"], _INPUT),
+        (2.2, "shared memory of one multiprocessor: small, near",
+         ["$K_j$ tile", "$V_j$ tile", "next tiles"], _SCORES),
+        (0.0, "registers of one program: smallest, nearest",
+         ["$Q_i$ block", "$S = Q_i K_j^\\top$", "$P = 2^{S - m}$", "$m, \\ell$", "acc"], _STATE),
+    ]
+    for y, title, items, color in levels:
+        ax.add_patch(Rectangle((0.0, y), 11.0, 1.4, facecolor="white", edgecolor="black", lw=1))
+        ax.text(0.15, y + 1.25, title, ha="left", va="top", fontsize=10)
+        for index, item in enumerate(items):
+            x = 0.2 + index * slot
+            ax.add_patch(Rectangle((x, y + 0.15), slot - 0.2, 0.7, facecolor=color, edgecolor="black"))
+            ax.text(x + (slot - 0.2) / 2, y + 0.5, item, ha="center", va="center", fontsize=9.5)
+
+    def centre(index):
+        return 0.2 + index * slot + (slot - 0.2) / 2
+
+    _arrow(ax, (centre(0) - 0.4, 4.55), (centre(0) - 0.4, 0.85))
+    ax.text(centre(0) - 0.3, 4.0, "$Q_i$: once", ha="left", va="center", fontsize=9)
+    _arrow(ax, (centre(1), 4.55), (centre(0) + 0.3, 3.05))
+    _arrow(ax, (centre(2), 4.55), (centre(1), 3.05))
+    ax.text(centre(2) + 0.3, 4.0, "each $K_j, V_j$ tile once\nper query block", ha="left",
+            va="center", fontsize=9)
+    _arrow(ax, (centre(0) + 0.3, 2.35), (centre(1), 0.85))
+    _arrow(ax, (centre(1), 2.35), (centre(4) - 0.3, 0.85))
+    ax.text(centre(1) + 0.3, 1.8, "tensor cores: $Q_i K_j^\\top$, $P V_j$", ha="left", va="center",
+            fontsize=9)
+    _arrow(ax, (centre(4), 0.85), (centre(3) + 0.3, 4.55))
+    ax.text(centre(3) - 0.5, 2.9, "$O_i$, lse:\nonce, at the end", ha="left", va="center", fontsize=9)
+    ax.set_xlim(-0.2, 11.2)
+    ax.set_ylim(-0.2, 5.9)
+    ax.set_aspect("equal")
+    ax.axis("off")

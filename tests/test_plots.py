@@ -40,3 +40,14 @@ def test_diagrams_draw_every_box():
     # per tile: its K, V box, its score tile and the state after it; then Q, the start and O
     assert len(tiles.patches) - sum(isinstance(p, diagrams.FancyArrowPatch) for p in tiles.patches) == 3 * 3 + 3
     plt.close(fig)
+
+
+def test_gpu_memory_diagram_has_three_levels_and_their_contents():
+    from attnlib import diagrams
+
+    fig, ax = plt.subplots()
+    diagrams.gpu_memory(ax)
+    labels = [t.get_text() for t in ax.texts]
+    assert sum("HBM" in t or "shared memory" in t or "registers" in t for t in labels) == 3
+    assert {"$Q$", "$K_j$ tile", "acc"} <= set(labels)
+    plt.close(fig)
