@@ -224,14 +224,7 @@ def test_student_edition_outside_the_repository_fails_and_says_why(tmp_path):
 
 CHECKER_MODULES = sorted(name for name, module in vars(exercises).items()
                          if name.startswith("ch") and hasattr(module, "__file__"))
-# ch09.py and ch11.py belong to the work on their chapters; their answer helpers are to move
-# into their graders. Strict: each fails as soon as that is done, so that its mark is removed.
-AWAITING = {"ch09": "ch09._causal_tile_counts still answers for any n and block sizes",
-            "ch11": "ch11._causal_pairs_per_rank still answers for any n and number of ranks"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=AWAITING[n]))
-                                  if n in AWAITING else n for n in CHECKER_MODULES])
+@pytest.mark.parametrize("name", CHECKER_MODULES)
 def test_no_installed_function_computes_an_answer(name):
     """A checker module defines graders, and hints that read a student's answer: the expected values
     are computed inside the graders, for the book's numbers, so no helper answers other numbers."""

@@ -7,20 +7,6 @@ def _close(got: float, expected: float, relative: float) -> bool:
     return abs(got - expected) <= relative * abs(expected)
 
 
-def _causal_pairs_per_rank(n: int, world_size: int, zigzag: bool) -> list[int]:
-    """Pairs ``j <= i`` each rank computes: a chunk of ``c`` positions starting at ``a`` sees
-    ``a c`` earlier keys in full and its own triangle ``c (c + 1) / 2``."""
-    pieces = 2 * world_size if zigzag else world_size
-    size = n // pieces
-
-    def chunk(index):
-        return index * size * size + size * (size + 1) // 2
-
-    if zigzag:
-        return [chunk(r) + chunk(pieces - 1 - r) for r in range(world_size)]
-    return [chunk(r) for r in range(world_size)]
-
-
 @checker("ex-11-causal-work",
          "a pair (contiguous, zigzag) of four ints each: the causal (query, key) pairs that ranks "
          "0 to 3 compute over the whole ring, n = 32, W = 4")
@@ -28,8 +14,15 @@ def _causal_work(answer):
     contiguous, zigzag = answer
     got = {"contiguous": as_array(contiguous, "contiguous", (4,)),
            "zigzag": as_array(zigzag, "zigzag", (4,))}
+    # the book's n = 32, W = 4 only: a chunk of 4 (zigzag) or 8 positions starting at a
+    # sees a * size earlier keys in full and its own triangle size (size + 1) / 2
+    def pairs(index, size):
+        return index * size * size + size * (size + 1) // 2
+
+    expected_counts = {"contiguous": [pairs(r, 8) for r in range(4)],
+                       "zigzag": [pairs(r, 4) + pairs(7 - r, 4) for r in range(4)]}
     for name, counts in got.items():
-        expected = _causal_pairs_per_rank(32, 4, name == "zigzag")
+        expected = expected_counts[name]
         if list(counts) == expected:
             continue
         if counts.sum() == 32 * 32:
@@ -45,20 +38,16 @@ def _causal_work(answer):
                   "zigzag slices give every rank the same count.")
 
 
-def _fused_flops() -> float:
-    peers = stored_results.load("peers_nvidia_h200.json")
-    row = next(r for r in peers["rows"] if r.get("d") == 128 and r.get("n") == 16384
-               and r["dtype"] == "bfloat16" and not r["causal"])
-    return row["fused"] * 1e12
-
-
 @checker("ex-11-infiniband",
          "a number: the block length L_b (tokens per GPU) above which a ring step is compute-bound, "
          "32 query heads, 8 key/value heads, bfloat16, fused forward, InfiniBand NDR (50 GB/s)")
 def _infiniband(answer):
     got = as_number(answer, "block_length")
     heads_ratio, bytes_per_number, bandwidth = 8 / 32, 2, 50e9
-    expected = heads_ratio * bytes_per_number * _fused_flops() / (2 * bandwidth)
+    peers = stored_results.load("peers_nvidia_h200.json")
+    row = next(r for r in peers["rows"] if r.get("d") == 128 and r.get("n") == 16384
+               and r["dtype"] == "bfloat16" and not r["causal"])
+    expected = heads_ratio * bytes_per_number * row["fused"] * 1e12 / (2 * bandwidth)
     if _close(got, expected, 0.02):
         return True, "a step with a longer block computes longer than its block takes to arrive."
     hints = [(expected / heads_ratio, "the block holds 8 key/value heads, not 32"),
