@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def test_wheel_holds_every_module_and_leaves_torch_alone(tmp_path):
     source = tmp_path / "source"  # a copy, so that the build leaves no build/ folder in the project
     shutil.copytree(ROOT / "attnlib", source / "attnlib", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(tmp_path), str(source)],

@@ -4,6 +4,7 @@ The closed forms below are typed from the textbook formulas, not taken from
 the module; the enumerations count every sign pattern or every sample.
 """
 import itertools
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -210,3 +211,19 @@ def test_steps_latex_puts_each_reason_under_its_equation():
         equation, reason = row.split(r" \\ ")
         assert equation.count("&=") == 1
         assert reason == rf"&\qquad \text{{({step.reason})}}"
+
+
+def test_equation_latex_breaks_a_long_sum_into_lines_of_its_terms():
+    x = sp.symbols("x1:13")
+    long_sum = sum(x)
+    latex = v.equation_latex(sp.Symbol("y"), long_sum, width=20)
+    lines = latex.removeprefix(r"\begin{aligned}").removesuffix(r"\end{aligned}").split(r" \\ ")
+    assert len(lines) > 1
+    assert lines[0].startswith("y &= ") and all(line.startswith(r"&\quad + ") for line in lines[1:])
+    # every term appears exactly once
+    shown = re.findall(r"x_\{\d+\}", " ".join(lines))
+    assert sorted(shown) == sorted(f"x_{{{i}}}" for i in range(1, 13))
+
+
+def test_equation_latex_keeps_a_short_equation_on_one_line():
+    assert v.equation_latex(sp.Symbol("y"), sp.Symbol("x") + 1) == r"\begin{aligned}y &= x + 1\end{aligned}"

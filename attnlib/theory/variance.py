@@ -20,6 +20,8 @@ tests compare the results with closed forms and with exact enumeration.
 """
 from __future__ import annotations
 
+import re
+
 import functools
 import itertools
 import numbers
@@ -82,6 +84,38 @@ def steps_latex(steps) -> str:
     lines = [rf"{sp.latex(step.equation.lhs)} &= {sp.latex(step.equation.rhs)} \\ "
              rf"&\qquad \text{{({step.reason})}}" for step in steps]
     return r"\begin{aligned}" + r" \\[4pt] ".join(lines) + r"\end{aligned}"
+
+
+def _visible_length(latex: str) -> int:
+    """Roughly how many characters ``latex`` shows: commands, braces and scripts removed."""
+    shown = re.sub(r"\\operatorname\{(\w+)\}", r"\1", latex)
+    shown = re.sub(r"\\(left|right|cdot|,|;|quad)", "", shown)
+    shown = re.sub(r"\\[a-zA-Z]+", "x", shown)
+    return len(re.sub(r"[{}_^ ]", "", shown))
+
+
+def equation_latex(lhs: sp.Expr, rhs: sp.Expr, width: int = 48) -> str:
+    """``lhs = rhs`` as an ``aligned`` block whose long sums continue on further lines.
+
+    The terms of ``rhs``, when it is a sum, fill each line up to about
+    ``width`` shown characters, so that a derivation fits a book's column
+    instead of running past it; a product or a single term stays whole.
+    """
+    terms = [sp.latex(term) for term in sp.Add.make_args(rhs)]
+    if len(terms) == 1 or _visible_length(" + ".join(terms)) <= width:
+        return rf"\begin{{aligned}}{sp.latex(lhs)} &= {sp.latex(rhs)}\end{{aligned}}"
+    lines, current = [], ""
+    for term in terms:
+        joined = term if not current else (f"{current} {term}" if term.startswith("-")
+                                           else f"{current} + {term}")
+        if current and _visible_length(joined) > width:
+            lines.append(current)
+            joined = term
+        current = joined
+    lines.append(current)
+    continued = [line if line.startswith("-") else f"+ {line}" for line in lines[1:]]
+    body = r" \\ &\quad ".join([lines[0], *continued])
+    return rf"\begin{{aligned}}{sp.latex(lhs)} &= {body}\end{{aligned}}"
 
 
 def _eq(lhs, rhs) -> sp.Eq:
