@@ -346,6 +346,26 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, b
     return grad_query, grad_key, grad_value
 
 
+def gradients_from_lse(problem: AttentionProblem, output, lse, grad_output, grad_lse,
+                       block_q: int = DEFAULT_BLOCK_Q, block_k: int = DEFAULT_BLOCK_K):
+    """``(dQ, dK, dV)`` of ``problem``, shaped like its query, key and value, in the compute dtype.
+
+    ``output (..., Hq, L, Ev)`` and ``lse (..., Hq, L)`` are a forward pass's
+    results, ``grad_output`` and ``grad_lse`` the gradients arriving at
+    them. They need not come from this problem's own forward: ring attention
+    (Chapter 11) passes those of the whole sequence, so that each block's
+    weights are recomputed as ``P = exp(S - lse)``, the weights its queries
+    really gave its keys (eq. 8.8).
+    """
+    tiles = _Tiles(problem, problem.query, problem.key, problem.value)
+    stacked = (tiles.rows, tiles.group, tiles.query_len)
+    gradients = _backward(tiles, output.reshape(*stacked, -1), lse.reshape(stacked),
+                          grad_output.reshape(*stacked, -1), grad_lse.reshape(stacked),
+                          block_q, block_k)
+    inputs = (problem.query, problem.key, problem.value)
+    return tuple(gradient.reshape(x.shape) for gradient, x in zip(gradients, inputs))
+
+
 class TiledAttentionFunction(torch.autograd.Function):
     """Tiled attention as one autograd node that saves only ``O`` and ``lse``.
 

@@ -206,12 +206,7 @@ def _block_gradients(ring: _Ring, query, key, value, settings, output, lse, grad
     attn_mask, is_causal, alignment = settings
     problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, ring.scale,
                             ring.enable_gqa, alignment)
-    tiles = tiled._Tiles(problem, query, key, value)
-    stacked = (tiles.rows, tiles.group, tiles.query_len)
-    grad_query, grad_key, grad_value = tiled._backward(
-        tiles, output.reshape(*stacked, -1), lse.reshape(stacked), grad_output.reshape(*stacked, -1),
-        grad_lse.reshape(stacked), tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K)
-    return grad_query.reshape(query.shape), grad_key.reshape(key.shape), grad_value.reshape(value.shape)
+    return tiled.gradients_from_lse(problem, output, lse, grad_output, grad_lse)
 
 
 def _as_bytes(mask):
