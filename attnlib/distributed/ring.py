@@ -209,6 +209,22 @@ def _block_gradients(ring: _Ring, query, key, value, settings, output, lse, grad
     return tiled.gradients_from_lse(problem, output, lse, grad_output, grad_lse)
 
 
+def _visiting_blocks(ring: _Ring, key, value, mask):
+    """``(source rank, key, value, mask)`` of the block visiting at each of the ring's steps.
+
+    Each block is sent on to the next rank before it is handed out, so that the
+    transfer hides behind the work done with it; the next block is waited for
+    only when the caller asks for it.
+    """
+    visiting = [key, value, *_as_bytes(mask)]
+    for step in range(ring.world_size):
+        last = step == ring.world_size - 1
+        exchange = None if last else _Exchange(ring.group, visiting)
+        yield ring.rank - step, visiting[0], visiting[1], _from_bytes(visiting, mask is not None)
+        if exchange is not None:
+            visiting = exchange.wait()
+
+
 def _as_bytes(mask):
     return [] if mask is None else [mask.view(torch.uint8)]
 
@@ -230,14 +246,7 @@ class RingAttentionFunction(torch.autograd.Function):
         dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
         output = torch.zeros((*query.shape[:-1], value.shape[-1]), dtype=dtype, device=query.device)
         lse = torch.full(query.shape[:-1], float("-inf"), dtype=dtype, device=query.device)
-        visiting = [key, value, *_as_bytes(mask)]
-        for step in range(ring.world_size):
-            source = ring.rank - step
-            last = step == ring.world_size - 1
-            # send this block on before computing with it, so the transfer hides behind the work
-            exchange = None if last else _Exchange(ring.group, visiting)
-            block_key, block_value = visiting[0], visiting[1]
-            block_mask = _from_bytes(visiting, mask is not None)
+        for source, block_key, block_value, block_mask in _visiting_blocks(ring, key, value, mask):
             for queries, keys, settings in _visible_pairs(ring, source, block_mask,
                                                           query.device):
                 rows = (..., queries.local, slice(None))
@@ -245,8 +254,6 @@ class RingAttentionFunction(torch.autograd.Function):
                                          block_value[..., keys.local, :], settings)
                 output[rows], lse[..., queries.local] = merge_partials(
                     output[rows], lse[..., queries.local], part, part_lse)
-            if exchange is not None:
-                visiting = exchange.wait()
         ctx.save_for_backward(query, key, value, output, lse)
         ctx.mask, ctx.ring = mask, ring
         return output.to(query.dtype), lse
@@ -258,14 +265,8 @@ class RingAttentionFunction(torch.autograd.Function):
         dtype = output.dtype
         grad_output = grad_result.to(dtype)
         grad_query = torch.zeros(query.shape, dtype=dtype, device=query.device)
-        visiting = [key, value, *_as_bytes(mask)]
         grads_home = None  # the accumulator of the block visiting now, on its way from the previous rank
-        for step in range(ring.world_size):
-            source = ring.rank - step
-            last = step == ring.world_size - 1
-            exchange = None if last else _Exchange(ring.group, visiting)
-            block_key, block_value = visiting[0], visiting[1]
-            block_mask = _from_bytes(visiting, mask is not None)
+        for source, block_key, block_value, block_mask in _visiting_blocks(ring, key, value, mask):
             grad_key = torch.zeros(key.shape, dtype=dtype, device=key.device)
             grad_value = torch.zeros(value.shape, dtype=dtype, device=value.device)
             for queries, keys, settings in _visible_pairs(ring, source, block_mask,
@@ -284,8 +285,6 @@ class RingAttentionFunction(torch.autograd.Function):
                 grad_key += earlier_key
                 grad_value += earlier_value
             grads_home = _Exchange(ring.group, [grad_key, grad_value])
-            if exchange is not None:
-                visiting = exchange.wait()
         # after W steps each block's accumulator has visited every rank and is back with its owner
         grad_key, grad_value = grads_home.wait()
         return (grad_query.to(query.dtype), grad_key.to(key.dtype), grad_value.to(value.dtype),
