@@ -6,6 +6,8 @@ allocation (a result that is a view of, or written into, one of the op's
 inputs allocates nothing and is not counted). Unlike a reading of the
 process's memory, the count is exact and the same on every machine, so
 chapters can print it and tests can assert bounds on it.
+:func:`saved_for_backward` counts, the same way, what autograd keeps
+alive between a forward pass and its backward pass.
 """
 from __future__ import annotations
 
@@ -55,3 +57,43 @@ def largest_intermediate(fn, *args, **kwargs) -> tuple[object, Allocation]:
     with mode:
         result = fn(*args, **kwargs)
     return result, mode.largest
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """One storage autograd keeps for the backward pass.
+
+    ``role`` says whose memory it is: ``"input"`` (an argument's storage,
+    which exists anyway), ``"output"`` (the result's) or ``"extra"``
+    (memory kept alive only for the backward pass).
+    """
+
+    nbytes: int
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    role: str
+
+
+def saved_for_backward(fn, *args, **kwargs) -> tuple[object, list[SavedTensor]]:
+    """Run ``fn(*args, **kwargs)``; return its result and what autograd saved for its backward.
+
+    Every tensor an autograd node saves passes through a
+    ``torch.autograd.graph.saved_tensors_hooks`` pack hook; tensors that
+    share a storage (views, reshapes) are counted once, with the storage's
+    size in bytes. The count is exact and the same on every machine.
+    """
+    saved: dict[int, tuple[int, tuple[int, ...], torch.dtype]] = {}  # by storage address
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        saved.setdefault(storage.data_ptr(), (storage.nbytes(), tuple(tensor.shape), tensor.dtype))
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        result = fn(*args, **kwargs)
+    inputs, outputs = _storage_ptrs((args, kwargs)), _storage_ptrs(result)
+
+    def role(ptr: int) -> str:
+        return "input" if ptr in inputs else "output" if ptr in outputs else "extra"
+
+    return result, [SavedTensor(*facts, role(ptr)) for ptr, facts in saved.items()]
