@@ -2,7 +2,7 @@
 
     python benchmarks/compile_table.py
 
-compiles every case of ``attnlib.fused_compile.compile_cases()`` (each
+compiles every case of ``attnlib.fused.compile_report.compile_cases()`` (each
 autotune configuration for sm_75, sm_80 and sm_90, fp16 and bf16, head widths
 64 and 128), of ``candidate_cases()`` (larger tiles and deeper pipelines
 for sm_90) and of ``decode_cases()`` (the split decoding kernel) without a GPU, prints arch, dtype, d, block sizes, warps,
@@ -22,7 +22,8 @@ import platform
 import torch
 import triton
 
-from attnlib import fused, fused_compile, stored_results
+from attnlib import fused
+from attnlib.fused import compile_report as fused_compile, stored_results
 
 RESULTS = stored_results.RESULTS / "compile_table.json"
 COLUMNS = ("arch", "dtype", "d", "causal", "BLOCK_M", "BLOCK_N", "warps", "stages", "registers",

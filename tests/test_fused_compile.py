@@ -4,14 +4,15 @@ Every configuration the autotuner may pick, for each target and dtype, at
 head widths 64 and 128 (and the default one with a causal mask), is compiled
 by ``triton.compile(..., target=GPUTarget("cuda", capability, 32))`` and
 assembled by the ``ptxas`` in Triton's wheel; no GPU is needed. The
-compiler runs once, in a child process (``attnlib.fused_compile``), because
+compiler runs once, in a child process (``attnlib.fused.compile_report``), because
 this test process may have Triton in interpreting mode (test_fused_interpreter.py).
 With pytest-xdist, ``--dist loadfile`` keeps that to one child process.
 """
 import pytest
 import torch
 
-from attnlib import fused, fused_compile
+from attnlib import fused
+from attnlib.fused import compile_report as fused_compile
 
 # importorskip would import Triton, in compiling mode, into this process; the reason does not.
 if fused_compile.unavailable_reason() is not None:

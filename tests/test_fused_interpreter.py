@@ -311,7 +311,7 @@ def test_the_largest_row_stride_the_tile_offsets_reach_is_taken():
 
 def test_a_batch_above_the_grid_limit_is_launched_in_slices(monkeypatch):
     """CUDA allows 65535 (batch, head) programs on the grid's second axis; here the limit is 4."""
-    monkeypatch.setattr(fused, "MAX_BATCH_HEADS", 4)
+    monkeypatch.setattr(fused.layout, "MAX_BATCH_HEADS", 4)
     query, key, value, kwargs = make_inputs(Case(40, 70, 32, mask="float", heads=(2, 1)))
     query, key, value = (torch.cat([x, x.flip(0), x]) for x in (query, key, value))  # batch 6
     kwargs["attn_mask"] = torch.cat([kwargs["attn_mask"]] * 3)
@@ -354,7 +354,7 @@ def test_picked_configurations_report_what_each_autotuner_keeps(monkeypatch):
     # Triton's autotuner maps the key's values (then the tensors' dtypes) to the fastest config.
     cache = {(128, 128, True, 0, False, "torch.bfloat16"): fused.triton_config(second)}
     bucket = fused.autotune_bucket((9, 0), 4000, 4000, torch.bfloat16)
-    monkeypatch.setattr(fused, "_autotuned", {bucket: RecordedAutotuner(cache)})
+    monkeypatch.setattr(fused.tiles, "_autotuned", {bucket: RecordedAutotuner(cache)})
     assert fused.picked_configurations() == [{
         "configs": "tensor_cores", "query_bucket": 4096, "key_bucket": 4096,
         "key": {"HEAD_DIM": 128, "VALUE_DIM": 128, "IS_CAUSAL": True, "MASK_KIND": 0,
@@ -367,7 +367,7 @@ def test_kernel_source_is_read_from_the_file_with_its_decorator():
     source = fused.kernel_source("attention_forward_kernel")
     assert source.startswith("@triton.jit\ndef attention_forward_kernel(")
     assert source == inspect.getsource(fused.kernel_module().attention_forward_kernel.fn)
-    with pytest.raises(ValueError, match="name must be a function of attnlib/fused_kernel.py, got 'nope'"):
+    with pytest.raises(ValueError, match=r"name must be a function of attnlib/fused/ \(forward_kernel.py, .*\), got 'nope'"):
         fused.kernel_source("nope")
 
 

@@ -12,7 +12,7 @@ It uses Triton's compiler API (``ASTSource``, ``GPUTarget``, and the
 launcher's argument specialisation, ``native_specialize_impl``, which
 Triton has from 3.6 on; tested with 3.6 and 3.9). Compiling needs
 Triton in compiling mode, so a process that interprets (see
-:mod:`attnlib.fused`) runs ``python -m attnlib.fused_compile``, which prints
+:mod:`attnlib.fused.support`) runs ``python -m attnlib.fused.compile_report``, which prints
 the reports of :func:`compile_cases` as JSON.
 """
 from __future__ import annotations
@@ -29,8 +29,12 @@ from dataclasses import dataclass
 
 import torch
 
-from . import fused
-from .problem import check_problem
+from ..problem import check_problem
+from .decode import decode_arguments as decode_kernel_arguments, decode_config
+from .kernels import kernel_module
+from .layout import as_4d, kernel_arguments
+from .support import triton_installed, triton_interprets, triton_version
+from .tiles import COMPILE_OPTIONS, TileConfig, autotune_configs
 
 #: Colab's T4, the A100, the H100/H200, with the dtypes their tensor cores take.
 GPU_TARGETS = {75: ("float16",), 80: ("float16", "bfloat16"), 90: ("float16", "bfloat16")}
@@ -45,10 +49,10 @@ OLDEST_TRITON = (3, 6)
 
 def unavailable_reason() -> str | None:
     """None when this Triton can compile the reports, else a one-line reason."""
-    if not fused.triton_installed():
+    if not triton_installed():
         return "Triton is not installed"
-    if fused.triton_version() < OLDEST_TRITON:
-        return (f"attnlib.fused_compile reads compiler internals of Triton >= "
+    if triton_version() < OLDEST_TRITON:
+        return (f"attnlib.fused.compile_report reads compiler internals of Triton >= "
                 f"{'.'.join(map(str, OLDEST_TRITON))}, this is Triton {importlib.metadata.version('triton')}")
     return None
 
@@ -61,7 +65,7 @@ class CompileCase:
     capability: int
     dtype: str
     head_dim: int
-    config: fused.TileConfig
+    config: TileConfig
     is_causal: bool = False
     kernel: str = "forward"  # or "decode"
 
@@ -97,7 +101,7 @@ class CompileReport:
 
     @classmethod
     def from_dict(cls, data: dict) -> "CompileReport":
-        case = dict(data["case"], config=fused.TileConfig(*data["case"]["config"]))
+        case = dict(data["case"], config=TileConfig(*data["case"]["config"]))
         return cls(**dict(data, case=CompileCase(**case), tensor_core_lines=tuple(data["tensor_core_lines"])))
 
 
@@ -107,7 +111,7 @@ def compile_cases() -> list[CompileCase]:
     cases = []
     for capability, dtypes in GPU_TARGETS.items():
         for dtype in dtypes:
-            _, configs = fused.autotune_configs(divmod(capability, 10), 1024, getattr(torch, dtype))
+            _, configs = autotune_configs(divmod(capability, 10), 1024, getattr(torch, dtype))
             cases += [CompileCase(capability, dtype, d, c) for d in CHECKED_HEAD_DIMS for c in configs]
             cases.append(CompileCase(capability, dtype, max(CHECKED_HEAD_DIMS), configs[0], is_causal=True))
     return cases
@@ -116,9 +120,9 @@ def compile_cases() -> list[CompileCase]:
 #: Configurations for Hopper at d = 128 beyond the autotuner's: 128 x 128 tiles and deeper
 #: pipelines. Compiled for the table's evidence (registers, spills, shared memory) before a GPU
 #: times them; not yet in AUTOTUNE_CONFIGS.
-CANDIDATE_CONFIGS = (fused.TileConfig(128, 128, 8, 2), fused.TileConfig(128, 128, 8, 3),
-                     fused.TileConfig(128, 128, 8, 4), fused.TileConfig(128, 64, 8, 4),
-                     fused.TileConfig(128, 128, 4, 2))
+CANDIDATE_CONFIGS = (TileConfig(128, 128, 8, 2), TileConfig(128, 128, 8, 3),
+                     TileConfig(128, 128, 8, 4), TileConfig(128, 64, 8, 4),
+                     TileConfig(128, 128, 4, 2))
 
 
 def candidate_cases() -> list[CompileCase]:
@@ -129,7 +133,7 @@ def candidate_cases() -> list[CompileCase]:
 
 def decode_cases() -> list[CompileCase]:
     """The decoding kernel's launch configuration on every target and dtype, at E = 128."""
-    return [CompileCase(capability, dtype, 128, fused.decode_config(divmod(capability, 10), getattr(torch, dtype)),
+    return [CompileCase(capability, dtype, 128, decode_config(divmod(capability, 10), getattr(torch, dtype)),
                         kernel="decode")
             for capability, dtypes in GPU_TARGETS.items() for dtype in dtypes]
 
@@ -145,7 +149,7 @@ def forward_arguments(case: CompileCase) -> dict:
     problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal)
     output = torch.empty(problem.output_shape, dtype=problem.query.dtype)
     log_sum_exp = torch.empty(problem.query.shape[:-1], dtype=torch.float32)
-    arguments = fused.kernel_arguments(problem, fused._as_4d(output), log_sum_exp)
+    arguments = kernel_arguments(problem, as_4d(output), log_sum_exp)
     arguments.update(BLOCK_M=case.config.block_m, BLOCK_N=case.config.block_n)
     return arguments
 
@@ -159,7 +163,7 @@ def decode_arguments(case: CompileCase) -> dict:
     splits, keys_per_split = 32, 256
     partial_m = torch.empty(8, splits, problem.group_size)
     partial_acc = torch.empty(*partial_m.shape, case.head_dim)
-    return fused.decode_arguments(problem, partial_acc, partial_m, partial_m.clone(), None, keys_per_split,
+    return decode_kernel_arguments(problem, partial_acc, partial_m, partial_m.clone(), None, keys_per_split,
                                   case.config.block_n)
 
 
@@ -169,11 +173,10 @@ def _specialised_source(case: CompileCase):
     from triton.backends.compiler import BaseBackend
     from triton.compiler import ASTSource
 
-    module = fused.kernel_module()
     if case.kernel == "decode":
-        kernel, arguments = module.decode_split_kernel, decode_arguments(case)
+        kernel, arguments = kernel_module("decode_kernel").decode_split_kernel, decode_arguments(case)
     else:
-        kernel, arguments = module.attention_forward_kernel, forward_arguments(case)
+        kernel, arguments = kernel_module().attention_forward_kernel, forward_arguments(case)
     signature, constexprs, attrs = {}, {}, {}
     for index, name in enumerate(kernel.arg_names):
         value = arguments[name]
@@ -219,7 +222,7 @@ def compile_report(case: CompileCase) -> CompileReport:
     compiled = triton.compile(
         _specialised_source(case),
         target=GPUTarget("cuda", case.capability, 32),
-        options={"num_warps": config.num_warps, "num_stages": config.num_stages, **fused.COMPILE_OPTIONS},
+        options={"num_warps": config.num_warps, "num_stages": config.num_stages, **COMPILE_OPTIONS},
     )
     ptx = compiled.asm["ptx"]
     instruction = next((i for i in TENSOR_CORE_INSTRUCTIONS if i in ptx), None)
@@ -240,14 +243,14 @@ def compile_report(case: CompileCase) -> CompileReport:
 def reports_in_subprocess(timeout: float = 600) -> list[CompileReport]:
     """:func:`compile_cases` and :func:`decode_cases` compiled in a fresh process with ``TRITON_INTERPRET`` unset."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-m", "attnlib.fused_compile"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "attnlib.fused.compile_report"], capture_output=True, text=True,
                             env=env, timeout=timeout)
     if result.returncode != 0:
-        raise RuntimeError(f"python -m attnlib.fused_compile failed:\n{result.stderr[-4000:]}")
+        raise RuntimeError(f"python -m attnlib.fused.compile_report failed:\n{result.stderr[-4000:]}")
     return [CompileReport.from_dict(d) for d in json.loads(result.stdout)]
 
 
 if __name__ == "__main__":
-    if fused.triton_interprets():
+    if triton_interprets():
         sys.exit("unset TRITON_INTERPRET: compiling needs Triton in compiling mode")
     print(json.dumps([compile_report(case).as_dict() for case in compile_cases() + decode_cases()]))
