@@ -408,17 +408,19 @@ def test_auto_leaves_the_interpreter_to_validation():
     assert report.backend != "fused" and "interpreter" in report.passed_over["fused"]
 
 
-def test_inputs_that_require_grad_fall_back_under_auto():
+def test_inputs_that_require_grad_are_taken_with_their_backward():
+    """The backward kernels' own tests are in test_fused_backward_interpreter.py."""
     q = half(1, 2, 40, 32).requires_grad_()
-    report = attnlib.explain(q, q, q)
-    assert report.backend != "fused" and "forward-only" in report.passed_over["fused"]
-    assert attnlib.scaled_dot_product_attention(q, q, q).requires_grad
+    assert fused.unsupported_reason(check_problem(q, q, q)) is None
+    output = attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
+    assert attnlib.last_dispatch().backend == "fused" and output.requires_grad
 
 
-def test_inputs_that_require_grad_are_refused_by_name():
-    q = half(1, 2, 40, 32).requires_grad_()
-    with pytest.raises(ValueError, match="backend='fused'.*forward-only"):
-        attnlib.scaled_dot_product_attention(q, q, q, backend="fused")
+def test_a_float_mask_that_requires_grad_is_refused_by_name():
+    q = half(1, 2, 40, 32)
+    mask = torch.zeros(40, 40, dtype=torch.float16, requires_grad=True)
+    with pytest.raises(ValueError, match="backend='fused'.*no gradient for a float attn_mask that requires grad"):
+        attnlib.scaled_dot_product_attention(q, q, q, attn_mask=mask, backend="fused")
 
 
 def test_no_grad_lets_the_kernel_take_inputs_that_require_grad():

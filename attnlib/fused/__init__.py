@@ -2,8 +2,9 @@
 
 Its parts, one module each:
 
-- :mod:`~attnlib.fused.forward_kernel`, :mod:`~attnlib.fused.decode_kernel`:
-  the Triton kernels of the forward pass and of split-key decoding;
+- :mod:`~attnlib.fused.forward_kernel`, :mod:`~attnlib.fused.decode_kernel`,
+  :mod:`~attnlib.fused.backward_kernel`: the Triton kernels of the forward
+  pass, of split-key decoding and of the backward pass;
 - :mod:`~attnlib.fused.support`: what the kernels can take, and whether
   Triton compiles or interprets in this process;
 - :mod:`~attnlib.fused.kernels`: importing the kernels in that mode, and
@@ -12,12 +13,17 @@ Its parts, one module each:
   arguments; :mod:`~attnlib.fused.tiles`: tile sizes and the autotuner;
 - :mod:`~attnlib.fused.forward`, :mod:`~attnlib.fused.decode`: the launches
   behind :func:`attention` and :func:`decode`;
+  :mod:`~attnlib.fused.backward`: the backward launches and
+  :class:`FusedAttentionFunction`, the autograd node that runs them;
 - :mod:`~attnlib.fused.compile_report`: compiling the kernels for GPUs this
   machine does not have, and what the compiler says about them.
 
-On CUDA the kernels run natively, with autotuned tile sizes, and
-``backend="auto"`` picks this path first. fp16 and bf16 use tensor cores
-from sm_80 on; fp32 inputs are multiplied in full fp32. On the CPU the
+On CUDA the kernels run natively, with autotuned tile sizes (fixed ones in
+the backward pass), and ``backend="auto"`` picks this path first, for
+training too: inputs that require grad get their gradients from the
+backward kernels (a float ``attn_mask`` that requires grad does not, and
+goes to another path). fp16 and bf16 use tensor cores from sm_80 on; fp32
+inputs are multiplied in full fp32. On the CPU the
 kernels run in Triton's interpreter (NumPy; slow; no bfloat16), for
 validation: ``backend="fused"`` runs them, ``backend="auto"`` never does.
 ``import attnlib`` never imports Triton; without Triton this backend says so.
@@ -29,6 +35,8 @@ interpreted functions cannot call each other. So the environment variable
 must be set before anything imports Triton, and one process runs the kernels
 either on the GPU or in the interpreter, never both.
 """
+from .backward import (BACKWARD_CONFIGS, FusedAttentionFunction, INTERPRETER_BACKWARD_BLOCKS, backward_arguments,
+                       backward_config, gradients)
 from .decode import (DECODE_CONFIGS, MIN_KEYS_PER_SPLIT, decode, decode_arguments, decode_config,
                      decode_splits, merge_partial_states)
 from .forward import attention, forward, launch

@@ -56,7 +56,7 @@ def attention(
     blocks: tuple[int, int] | None = None,
     return_lse: bool = False,
 ):
-    """The fused kernel's ``softmax(scale * Q K^T + mask) V``, forward only.
+    """The fused kernels' ``softmax(scale * Q K^T + mask) V``, differentiable.
 
     Same arguments and contract as :func:`attnlib.scaled_dot_product_attention`
     (no dropout; ``softcap`` caps the scores to ``softcap * tanh(s / softcap)``
@@ -65,7 +65,9 @@ def attention(
     (BLOCK_M, BLOCK_N)`` fixes the tile sizes (default: autotuned on a GPU,
     ``INTERPRETER_BLOCKS`` on the CPU). With ``return_lse=True`` also returns
     ``lse (..., Hq, L)`` in fp32, ``lse_i = log sum_j exp(s_ij)`` over the
-    allowed keys, ``-inf`` for a row with none.
+    allowed keys, ``-inf`` for a row with none. Both are differentiable
+    (w.r.t. query, key and value): the backward kernels compute the gradients
+    (``blocks`` sets the forward's tiles only).
     """
     if blocks is not None and not (
         isinstance(blocks, tuple) and len(blocks) == 2
@@ -78,11 +80,21 @@ def attention(
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
     problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa,
                             causal_alignment, softcap)
-    output, lse = launch(problem, blocks)
+    output, lse = _differentiable_launch(problem, blocks)
     return (output, lse) if return_lse else output
 
 
+def _differentiable_launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
+    """``launch`` as an autograd node whose backward runs the backward kernels.
+
+    Without grad it is ``launch`` itself (autograd records nothing).
+    """
+    from .backward import FusedAttentionFunction  # backward.py imports launch from here
+
+    return FusedAttentionFunction.apply(problem.query, problem.key, problem.value, problem, blocks)
+
+
 def forward(problem: AttentionProblem) -> torch.Tensor:
-    """The dispatcher's entry: the kernel's output, with autotuned tiles on a GPU."""
-    return launch(problem, None)[0]
+    """The dispatcher's entry: the kernel's output, with autotuned tiles on a GPU; differentiable."""
+    return _differentiable_launch(problem, None)[0]
 

@@ -91,18 +91,22 @@ def kernel_arguments(problem: AttentionProblem, output: torch.Tensor, log_sum_ex
     )
 
 
+#: Kernel arguments that hold ``B * Hq * L`` fp32 values (one per query row) in one contiguous run.
+PER_ROW_ARGUMENTS = ("log_sum_exp", "delta")
+
+
 def batch_slices(arguments: dict, query_heads: int):
     """``arguments`` for consecutive slices of the batch of at most ``MAX_BATCH_HEADS`` (batch, head) pairs.
 
-    Each slice is a view; the kernel finds its batch and head from its
-    program id within the slice.
+    Every tensor argument has the batch as its first axis (those of
+    ``PER_ROW_ARGUMENTS`` are viewed as ``(B, Hq * L)``); each slice is a
+    view. The kernel finds its batch and head from its program id within the slice.
     """
-    batch = arguments["query"].shape[0]
+    tensors = {name: value for name, value in arguments.items() if isinstance(value, torch.Tensor)}
+    batch = next(value.shape[0] for name, value in tensors.items() if name not in PER_ROW_ARGUMENTS)
+    for name in PER_ROW_ARGUMENTS:
+        if name in tensors:
+            tensors[name] = tensors[name].view(batch, -1)
     step = MAX_BATCH_HEADS // query_heads
-    log_sum_exp = arguments["log_sum_exp"].view(batch, -1)  # (B, Hq * L), contiguous
     for start in range(0, batch, step):
-        part = dict(arguments, log_sum_exp=log_sum_exp[start:start + step])
-        for name in ("query", "key", "value", "output", "mask", "key_lengths"):
-            part[name] = arguments[name][start:start + step]
-        yield part
-
+        yield dict(arguments, **{name: value[start:start + step] for name, value in tensors.items()})

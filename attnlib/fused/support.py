@@ -86,9 +86,9 @@ def unaddressable_reason(problem: AttentionProblem) -> str | None:
     return None
 
 
-def _requires_grad(problem: AttentionProblem) -> bool:
-    tensors = (problem.query, problem.key, problem.value, problem.attn_mask)
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+def _float_mask_requires_grad(problem: AttentionProblem) -> bool:
+    mask = problem.attn_mask
+    return torch.is_grad_enabled() and mask is not None and mask.dtype != torch.bool and mask.requires_grad
 
 
 def unsupported_reason(problem: AttentionProblem) -> str | None:
@@ -97,9 +97,9 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
         return "Triton is not installed (pip install 'triton>=3.2'; CUDA builds of PyTorch bring it)"
     if problem.dropout_p > 0:
         return f"the fused kernel has no dropout, got dropout_p={problem.dropout_p}"
-    if _requires_grad(problem):
-        return ("the fused kernel is forward-only so far: an input requires grad and there is "
-                "no backward pass yet (under torch.no_grad() it runs)")
+    if _float_mask_requires_grad(problem):
+        return ("the fused kernels compute no gradient for a float attn_mask that requires grad "
+                "(the gradients of query, key and value they do compute); naive does")
     dtype = problem.query.dtype
     if dtype not in KERNEL_DTYPES:
         return f"the fused kernel takes float16, bfloat16 and float32, got {dtype}"

@@ -1,0 +1,197 @@
+"""The backward pass: launching the backward kernels, and the autograd node that runs them.
+
+:class:`FusedAttentionFunction` runs the forward kernel and saves ``Q``,
+``K``, ``V``, the output ``O`` and the log-sum-exp ``lse`` (never the
+weights); its backward launches the three kernels of
+:mod:`attnlib.fused.backward_kernel`: ``D = rowsum(dO * O)``, then ``dK``
+and ``dV`` per key block, then ``dQ`` per query block.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from ..problem import AttentionProblem
+from .forward import launch
+from .kernels import kernel_module
+from .layout import as_4d, batch_slices, cdiv, contiguous_rows, kernel_arguments
+from .tiles import COMPILE_OPTIONS, TileConfig
+
+PREPROCESS_KERNEL = "attention_backward_preprocess_kernel"
+KEY_VALUE_KERNEL = "attention_backward_key_value_kernel"
+QUERY_KERNEL = "attention_backward_query_kernel"
+BACKWARD_KERNELS = (PREPROCESS_KERNEL, KEY_VALUE_KERNEL, QUERY_KERNEL)
+
+#: Tile sizes of the three kernels on a GPU, by kind of product as in
+#: ``AUTOTUNE_CONFIGS`` and by head width (up to 128, or wider). For the
+#: key/value kernel ``block_n`` is its block of keys and ``block_m`` the
+#: query tile it loops over; for the query kernel the other way round, as in
+#: the forward; the preprocess kernel has only ``block_m``. The key/value
+#: kernel holds two fp32 accumulators, ``dK`` and ``dV``, for its whole
+#: block: its blocks are smaller than the forward's. None spills at E = 128
+#: (compiled for sm_80 and sm_90 with Triton 3.9).
+BACKWARD_CONFIGS = {
+    "tensor_cores": {
+        PREPROCESS_KERNEL: TileConfig(128, 0, 4, 1),
+        KEY_VALUE_KERNEL: TileConfig(64, 64, 8, 2),
+        QUERY_KERNEL: TileConfig(64, 64, 8, 2),
+    },
+    "tensor_cores, wide heads": {
+        PREPROCESS_KERNEL: TileConfig(128, 0, 4, 1),
+        KEY_VALUE_KERNEL: TileConfig(32, 32, 8, 1),
+        QUERY_KERNEL: TileConfig(32, 32, 8, 1),
+    },
+    "fma": {
+        PREPROCESS_KERNEL: TileConfig(64, 0, 4, 1),
+        KEY_VALUE_KERNEL: TileConfig(32, 32, 8, 1),
+        QUERY_KERNEL: TileConfig(32, 32, 8, 1),
+    },
+    "fma, wide heads": {
+        PREPROCESS_KERNEL: TileConfig(64, 0, 4, 1),
+        KEY_VALUE_KERNEL: TileConfig(16, 16, 8, 1),
+        QUERY_KERNEL: TileConfig(16, 16, 8, 1),
+    },
+}
+#: Head widths above this take the "wide heads" configurations.
+NARROW_HEADS = 128
+#: (BLOCK_M, BLOCK_N) in the interpreter, for both kernels: small and unequal,
+#: so that small tests cross many tiles and a swapped block size shows.
+INTERPRETER_BACKWARD_BLOCKS = (16, 32)
+
+
+def backward_config(capability: tuple[int, int], dtype: torch.dtype, head_dim: int) -> dict[str, TileConfig]:
+    """Each backward kernel's tile configuration on a GPU of ``capability``, by kernel name.
+
+    ``head_dim`` is the wider of ``E`` and ``Ev``.
+    """
+    kind = "fma" if capability < (8, 0) or dtype == torch.float32 else "tensor_cores"
+    if head_dim > NARROW_HEADS:
+        kind += ", wide heads"
+    return BACKWARD_CONFIGS[kind]
+
+
+def backward_arguments(problem: AttentionProblem, output: torch.Tensor, lse: torch.Tensor,
+                       grad_output: torch.Tensor, delta: torch.Tensor, grad_query: torch.Tensor,
+                       grad_key: torch.Tensor, grad_value: torch.Tensor) -> dict[str, dict]:
+    """Every argument of each backward kernel but the tile sizes, by kernel name, then by argument name.
+
+    ``output``, ``grad_output`` are ``(..., Hq, L, Ev)``; ``lse`` and
+    ``delta`` hold ``B * Hq * L`` fp32 values, contiguous (``delta`` is
+    written by the preprocess kernel); ``grad_query (B, Hq, L, E)``,
+    ``grad_key (B, Hkv, S, E)`` and ``grad_value (B, Hkv, S, Ev)`` are
+    written by the others, contiguous.
+    """
+    batch = grad_query.shape[0]
+    everything = kernel_arguments(problem, contiguous_rows(as_4d(output)), lse.view(batch, -1))
+    grad_output = contiguous_rows(as_4d(grad_output))
+    everything.update(
+        grad_output=grad_output, delta=delta.view(batch, -1),
+        grad_query=grad_query, grad_key=grad_key, grad_value=grad_value,
+        stride_dob=grad_output.stride(0), stride_doh=grad_output.stride(1), stride_dol=grad_output.stride(2),
+        stride_dqb=grad_query.stride(0), stride_dqh=grad_query.stride(1), stride_dql=grad_query.stride(2),
+        stride_dkb=grad_key.stride(0), stride_dkh=grad_key.stride(1), stride_dks=grad_key.stride(2),
+        stride_dvb=grad_value.stride(0), stride_dvh=grad_value.stride(1), stride_dvs=grad_value.stride(2),
+        kv_heads=problem.kv_heads,
+    )
+    module = kernel_module("backward_kernel")
+    return {name: {arg: everything[arg] for arg in getattr(module, name).arg_names if arg in everything}
+            for name in BACKWARD_KERNELS}
+
+
+def gradients(problem: AttentionProblem, output: torch.Tensor, lse: torch.Tensor, grad_output: torch.Tensor,
+              grad_lse: torch.Tensor | None = None, *, wanted: tuple[bool, bool, bool] = (True, True, True),
+              blocks: tuple[int, int] | None = None):
+    """``(dQ, dK, dV)`` of ``problem``, shaped like its query, key and value, in their dtype.
+
+    ``output (..., Hq, L, Ev)`` and ``lse (..., Hq, L)`` (fp32) are what
+    :func:`attnlib.fused.launch` returned for ``problem``, ``grad_output``
+    (any strides) and ``grad_lse`` (None: 0) the gradients arriving at
+    them; ``dlse`` enters as ``D = rowsum(dO * O) - dlse``. A gradient not
+    ``wanted`` is not computed and returned as None. ``blocks = (BLOCK_M,
+    BLOCK_N)`` fixes the tile sizes of both kernels (default:
+    ``backward_config`` on a GPU, ``INTERPRETER_BACKWARD_BLOCKS`` on the CPU).
+    """
+    query, key, value = problem.query, problem.key, problem.value
+    device = query.device
+    runs = problem.key_len > 0 and query.numel() > 0 and any(wanted)
+    # The kernels write every gradient they compute, zeros included; without them all are 0.
+    allocate = torch.empty if runs else torch.zeros
+    grad_query, grad_key, grad_value = (allocate(as_4d(x).shape, dtype=x.dtype, device=device)
+                                        for x in (query, key, value))
+    results = (grad_query, grad_key, grad_value)
+    if runs:
+        delta = torch.empty(lse.shape, dtype=torch.float32, device=device)
+        arguments = backward_arguments(problem, output, lse, grad_output, delta, grad_query, grad_key,
+                                       grad_value)
+        _launch(problem, arguments, blocks, wanted, grad_lse, delta)
+    return tuple(gradient.reshape(x.shape) if want else None
+                 for gradient, x, want in zip(results, (query, key, value), wanted))
+
+
+def _launch(problem, arguments, blocks, wanted, grad_lse, delta) -> None:
+    """Run the three kernels (the ones ``wanted`` needs) on ``arguments``, batch slice by batch slice."""
+    module = kernel_module("backward_kernel")
+    device = problem.query.device
+    if device.type == "cpu":
+        block_m, block_n = blocks or INTERPRETER_BACKWARD_BLOCKS
+        configs = {name: TileConfig(block_m, block_n, 4, 1) for name in BACKWARD_KERNELS}
+        options = {}
+    else:
+        configs = backward_config(torch.cuda.get_device_capability(device), problem.query.dtype,
+                                  max(problem.head_dim, problem.value_dim))
+        if blocks is not None:
+            configs = {name: c._replace(block_m=blocks[0], block_n=blocks[1]) for name, c in configs.items()}
+        options = COMPILE_OPTIONS
+
+    def run(name: str, grid, part: dict) -> None:
+        config = configs[name]
+        tiles = {"BLOCK_M": config.block_m}
+        if name != PREPROCESS_KERNEL:
+            tiles["BLOCK_N"] = config.block_n
+        if options:
+            tiles.update(num_warps=config.num_warps, num_stages=config.num_stages, **options)
+        getattr(module, name)[grid](**part, **tiles)
+
+    heads, kv_heads = problem.query_heads, problem.kv_heads
+    query_len, key_len = problem.query_len, problem.key_len
+    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+        for part in batch_slices(arguments[PREPROCESS_KERNEL], heads):
+            batch = part["output"].shape[0]
+            run(PREPROCESS_KERNEL, (cdiv(query_len, configs[PREPROCESS_KERNEL].block_m), batch * heads), part)
+        if grad_lse is not None:
+            # D = rowsum(dO * O) - dlse: lse_i moves with every score of row i by P_ij.
+            delta.sub_(grad_lse.reshape(delta.shape))
+        if wanted[1] or wanted[2]:
+            for part in batch_slices(arguments[KEY_VALUE_KERNEL], heads):
+                batch = part["query"].shape[0]
+                run(KEY_VALUE_KERNEL, (cdiv(key_len, configs[KEY_VALUE_KERNEL].block_n), batch * kv_heads), part)
+        if wanted[0]:
+            for part in batch_slices(arguments[QUERY_KERNEL], heads):
+                batch = part["query"].shape[0]
+                run(QUERY_KERNEL, (cdiv(query_len, configs[QUERY_KERNEL].block_m), batch * heads), part)
+
+
+class FusedAttentionFunction(torch.autograd.Function):
+    """The fused kernels as one autograd node that saves ``Q, K, V, O`` and ``lse``, never the weights.
+
+    ``apply(query, key, value, problem, blocks)`` returns the output
+    ``(..., Hq, L, Ev)`` in the input dtype and the log-sum-exp
+    ``(..., Hq, L)`` in fp32, both differentiable; ``problem`` is the
+    checked call on these tensors, ``blocks`` the forward's tile sizes (None:
+    autotuned on a GPU).
+    """
+
+    @staticmethod
+    def forward(ctx, query, key, value, problem, blocks):
+        output, lse = launch(problem, blocks)
+        ctx.save_for_backward(query, key, value, output, lse)
+        ctx.problem = problem
+        return output, lse
+
+    @staticmethod
+    def backward(ctx, grad_output, grad_lse):
+        query, key, value, output, lse = ctx.saved_tensors
+        wanted = tuple(ctx.needs_input_grad[:3])
+        grads = gradients(ctx.problem, output, lse, grad_output, grad_lse, wanted=wanted)
+        return (*grads, None, None)
