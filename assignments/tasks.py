@@ -28,6 +28,12 @@ CHAPTER_SETUP = {
 Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
 K = torch.tensor([[1.0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.float64)
 V = torch.tensor([[1.0, 0], [0, 1], [1, 1]], dtype=torch.float64)""",
+    "10": """\
+from attnlib.theory import backward, softmax as softmax_theory
+# Chapter 1's worked example, whose backward pass the chapter follows
+Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
+K = torch.tensor([[1.0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.float64)
+V = torch.tensor([[1.0, 0], [0, 1], [1, 1]], dtype=torch.float64)""",
 }
 
 
@@ -278,6 +284,33 @@ with_hole[0, :, :, 2] = False
 per_head = padding.clone()
 per_head[:, 1, :, 0] = False
 answer = [fused.key_lengths(mask) for mask in (padding, with_hole, per_head)]"""),
+    Task("ex-10-row-term", solution="""\
+s = sp.symbols("s_1:4", real=True)
+g = sp.symbols("g_1:3", real=True)
+v = sp.Matrix(3, 2, lambda j, c: sp.Symbol(f"v_{{j + 1}}{{c + 1}}", real=True))
+p = softmax_theory.softmax(list(s))
+dp = [g[0] * v[j, 0] + g[1] * v[j, 1] for j in range(3)]  # dP_j = (dO V^T)_j
+o = [sum(p[j] * v[j, c] for j in range(3)) for c in range(2)]  # O = P V
+answer = (sum(p[j] * dp[j] for j in range(3)), g[0] * o[0] + g[1] * o[1])"""),
+    Task("ex-10-masked-row", solution="""\
+gen = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(n, 8, generator=gen, dtype=torch.float64) for n in (4, 6, 6))
+q.requires_grad_()
+v.requires_grad_()
+mask = torch.ones(4, 6, dtype=torch.bool)
+mask[2] = False
+attnlib.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward()
+answer = (q.grad, v.grad)"""),
+    Task("ex-10-worked-value-gradient", solution="""\
+values = V.clone().requires_grad_()
+attnlib.scaled_dot_product_attention(Q, K, values).sum().backward()
+answer = values.grad"""),
+    Task("ex-10-stored-bytes", book={"heads": 32, "length": 8192},
+         variants=({"heads": 16, "length": 4096}, {"heads": 64, "length": 8192}, {"heads": 32, "length": 16384},
+                   {"heads": 40, "length": 4096}),
+         numbers="Use {heads} heads and L = S = {length}.",
+         solution="""\
+answer = (4 * {heads} * {length} * {length}, 4 * {heads} * {length})"""),
     Task("ex-11-causal-work", book={"n": 32, "ranks": 4},
          variants=({"n": 64, "ranks": 4}, {"n": 48, "ranks": 4}, {"n": 16, "ranks": 4}),
          numbers="Use n = {n} positions on W = {ranks} ranks.",
