@@ -1,0 +1,300 @@
+"""Forward plus backward throughput of attnlib's fused path against torch's flash and cuDNN, on a CUDA GPU.
+
+    python benchmarks/fused_backward_gpu.py [--dtypes bfloat16 float16] [--head-dims 64 128 256]
+        [--lengths 1024 2048 4096 8192 16384] [--budget SECONDS] [--output PATH]
+
+One training step of attention: the forward pass on inputs that require
+grad, then ``.backward(grad_output)``, for
+
+- ``fused``: ``attnlib.scaled_dot_product_attention(..., backend="fused")``
+  (the Triton forward and backward kernels),
+- ``flash``: ``torch.nn.functional.scaled_dot_product_attention`` restricted
+  to its FlashAttention backend,
+- ``cudnn``: the same restricted to its cuDNN backend,
+
+measured in the same run, on the shapes of ``fused_gpu.py`` (16384 tokens and
+a model width of 2048: batch = 16384 / n, heads = 2048 / d), causal and not,
+with ``triton.testing.do_bench`` called as ``fused_gpu.py`` calls it (warmup
+25 ms, rep 100 ms), the gradients set to None before each timed step. TFLOP/s
+count the backward as 2.5 times the forward's flops (five n x n x d products
+against two), so a step is 3.5 x 4 n^2 d flops per head, halved when causal:
+the convention of the reference measurements (``peers_nvidia_h200.json``).
+d = 256 runs only where flash takes it (the sweep says when it does not).
+
+Before timing, each point checks the fused output and gradients: the heads
+``CHECKED_HEADS`` are recomputed by torch's math backend in float32, and the
+fused error (the largest deviation divided by the reference's largest
+entry) must be within ``ERROR_FACTOR`` times flash's own error plus
+``ERROR_FLOOR`` (cuDNN's where flash cannot run). A point whose fused path
+fails the check, or raises, is reported and not timed; its peers are timed.
+
+It prints TFLOP/s with the fused/flash and fused/cudnn ratios, and writes
+JSON (default ``attnlib/results/fused_backward_gpu_<gpu>.json``) after each
+point, so a run cut short keeps what it measured; ``--budget`` starts no
+point after that many seconds. Without CUDA it exits with a message.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import attnlib
+from attnlib import fused
+from fused_gpu import DTYPES, LENGTHS, MODEL_WIDTH, RESULTS, TOKENS, forward_flops, machine, method_call
+
+METHODS = ("fused", "flash", "cudnn")
+HEAD_DIMS = (64, 128, 256)
+#: Head widths above this are measured only where torch's flash backend takes them.
+FLASH_ALWAYS_TAKES = 128
+#: A backward pass computes five n x n x d products (S again, dP, dV, dQ, dK) to the forward's two.
+BACKWARD_TO_FORWARD_FLOPS = 2.5
+#: The heads recomputed in float32 for the check: the last two heads of the last sequence,
+#: where an error in the batch or head offsets shows.
+CHECKED_HEADS = (slice(-1, None), slice(-2, None))
+#: The fused error may be this many times the peer's (flash, else cudnn), plus ERROR_FLOOR.
+ERROR_FACTOR, ERROR_FLOOR = 2.0, 1e-3
+CHECKED = ("output", "grad_query", "grad_key", "grad_value")
+
+
+def training_flops(batch: int, heads: int, n: int, d: int, causal: bool) -> float:
+    """Flops of a forward plus a backward pass: (1 + 2.5) x the forward's (half of it if causal)."""
+    return (1 + BACKWARD_TO_FORWARD_FLOPS) * forward_flops(batch, heads, n, d, causal)
+
+
+def problem_shape(n: int, d: int) -> tuple[int, int]:
+    """(batch, heads) keeping TOKENS tokens and a model width of MODEL_WIDTH, as fused_gpu.py does."""
+    return TOKENS // n, MODEL_WIDTH // d
+
+
+def attention_call(method: str, causal: bool):
+    """``(q, k, v) -> output`` of ``method``, differentiable."""
+    if method == "fused":
+        return lambda q, k, v: attnlib.scaled_dot_product_attention(q, k, v, is_causal=causal, backend="fused")
+    return method_call(method, causal)
+
+
+def training_step(call, q, k, v, grad_output) -> None:
+    call(q, k, v).backward(grad_output)
+
+
+def outputs_and_gradients(call, q, k, v, grad_output) -> dict[str, torch.Tensor]:
+    """One step of ``call``: its output and the three gradients (the inputs' .grad left None)."""
+    for x in (q, k, v):
+        x.grad = None
+    output = call(q, k, v)
+    output.backward(grad_output)
+    tensors = dict(zip(CHECKED, (output.detach(), q.grad, k.grad, v.grad)))
+    for x in (q, k, v):
+        x.grad = None
+    return tensors
+
+
+def reference(q, k, v, grad_output, causal: bool) -> dict[str, torch.Tensor]:
+    """Output and gradients of CHECKED_HEADS, by torch's math backend in float32."""
+    inputs = [x.detach()[CHECKED_HEADS].float().requires_grad_() for x in (q, k, v)]
+
+    def math_float32(q, k, v):
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return outputs_and_gradients(math_float32, *inputs, grad_output[CHECKED_HEADS].float())
+
+
+def relative_errors(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Per tensor of CHECKED, max |x - expected| / max |expected|, on CHECKED_HEADS of ``x``."""
+    errors = {}
+    for name in CHECKED:
+        want = expected[name]
+        deviation = (tensors[name][CHECKED_HEADS].float() - want).abs().max()
+        errors[name] = float(deviation / want.abs().max().clamp_min(torch.finfo(torch.float32).tiny))
+    return errors
+
+
+def verdict(errors: dict[str, dict[str, float]]) -> dict:
+    """Whether the fused errors are within ERROR_FACTOR x the peer's + ERROR_FLOOR, tensor by tensor.
+
+    ``errors``: per method that ran, its :func:`relative_errors`. The peer is
+    flash, else cudnn; with neither, there is nothing to compare with.
+    Returns ``{"peer", "passed", "failures"}`` (``passed`` None without a peer
+    or without a fused result).
+    """
+    peer = next((m for m in ("flash", "cudnn") if m in errors), None)
+    if peer is None or "fused" not in errors:
+        return {"peer": peer, "passed": None, "failures": []}
+    failures = [f"{name}: fused {errors['fused'][name]:.2e} > {ERROR_FACTOR:g} x {peer} "
+                f"{errors[peer][name]:.2e} + {ERROR_FLOOR:g}"
+                for name in CHECKED if errors["fused"][name] > ERROR_FACTOR * errors[peer][name] + ERROR_FLOOR]
+    return {"peer": peer, "passed": not failures, "failures": failures}
+
+
+def first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0][:200]
+
+
+def measure(dtype: torch.dtype, d: int, causal: bool, n: int, device: str = "cuda") -> dict:
+    """The check's errors and verdict, and TFLOP/s of each method (None where it cannot run or fails, with why)."""
+    from triton.testing import do_bench
+
+    batch, heads = problem_shape(n, d)
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def randn(requires_grad=True):
+        return torch.randn(batch, heads, n, d, device=device, dtype=dtype, generator=generator,
+                           requires_grad=requires_grad)
+
+    q, k, v = randn(), randn(), randn()
+    grad_output = randn(requires_grad=False)
+    point = {"dtype": str(dtype).removeprefix("torch."), "d": d, "causal": causal, "n": n,
+             "batch": batch, "heads": heads}
+    calls, errors = {}, {}
+    try:
+        expected = reference(q, k, v, grad_output, causal)
+    except RuntimeError as error:  # out of memory on a small GPU
+        expected = None
+        point["check_error"] = first_line(error)
+        torch.cuda.empty_cache()
+    for method in METHODS:
+        call = attention_call(method, causal)
+        try:
+            tensors = outputs_and_gradients(call, q, k, v, grad_output)
+        except (RuntimeError, ValueError) as error:  # no such kernel on this GPU or for this d, ...
+            point[method], point[f"{method}_error"] = None, first_line(error)
+            torch.cuda.empty_cache()
+            continue
+        calls[method] = call
+        if expected is not None:
+            errors[method] = relative_errors(tensors, expected)
+        del tensors
+    point["errors"] = errors
+    point["check"] = verdict(errors)
+    if point["check"]["passed"] is False:
+        del calls["fused"]
+        point["fused"], point["fused_error"] = None, "check failed: " + "; ".join(point["check"]["failures"])
+    for method, call in calls.items():
+        milliseconds = do_bench(lambda: training_step(call, q, k, v, grad_output), warmup=25, rep=100,
+                                grad_to_none=[q, k, v])
+        point[method] = training_flops(batch, heads, n, d, causal) / (milliseconds * 1e-3) / 1e12
+    return point
+
+
+def flash_refusal(d: int, dtype: torch.dtype) -> str | None:
+    """None when torch's flash backend runs a forward and backward at head width ``d``, else its error."""
+    q, k, v = (torch.randn(1, 1, 128, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+    try:
+        training_step(method_call("flash", False), q, k, v, torch.ones_like(q))
+    except RuntimeError as error:
+        return first_line(error)
+    return None
+
+
+def ratio(point: dict, peer: str) -> float | None:
+    return point["fused"] / point[peer] if point.get("fused") and point.get(peer) else None
+
+
+def row(point: dict) -> str:
+    cells = " ".join(f"{point[m]:7.1f}" if point.get(m) is not None else f"{'-':>7}" for m in METHODS)
+    ratios = "  ".join(f"{r:11.2f}" if r else f"{'-':>11}" for r in (ratio(point, "flash"), ratio(point, "cudnn")))
+    check = point["check"]
+    if check["passed"] is None:
+        verdict_text = "unchecked" + (f" ({point['check_error']})" if "check_error" in point else "")
+    else:
+        worst = max(CHECKED, key=lambda name: point["errors"]["fused"][name])
+        verdict_text = (f"{'ok' if check['passed'] else 'FAILED'} (worst {worst} "
+                        f"{point['errors']['fused'][worst]:.1e}, {check['peer']} "
+                        f"{point['errors'][check['peer']][worst]:.1e})")
+    return (f"{point['dtype']:>8} {point['d']:4d} {str(point['causal']):>6} {point['n']:6d} {cells}  "
+            f"{ratios}  {verdict_text}")
+
+
+def arguments(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dtypes", nargs="+", choices=[str(t).removeprefix("torch.") for t in DTYPES],
+                        default=[str(t).removeprefix("torch.") for t in DTYPES])
+    parser.add_argument("--head-dims", nargs="+", type=int, default=list(HEAD_DIMS))
+    parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    parser.add_argument("--budget", type=float, default=None,
+                        help="start no point after this many seconds (the points already measured are kept)")
+    parser.add_argument("--output", type=pathlib.Path, default=None,
+                        help="where to write the JSON (default: attnlib/results/fused_backward_gpu_<gpu>.json)")
+    parsed = parser.parse_args(argv)
+    for d in parsed.head_dims:
+        if d > MODEL_WIDTH or MODEL_WIDTH % d:
+            parser.error(f"--head-dims must divide the model width {MODEL_WIDTH}, got {d}")
+    for n in parsed.lengths:
+        if n > TOKENS or TOKENS % n:
+            parser.error(f"--lengths must divide the {TOKENS} tokens, got {n}")
+    return parsed
+
+
+def main(argv=None) -> None:
+    options = arguments(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("fused_backward_gpu.py needs a CUDA GPU: torch.cuda.is_available() is False "
+                         f"(torch {torch.__version__}); nothing was measured")
+    start = time.monotonic()
+    info = machine()
+    slug = re.sub(r"[^a-z0-9]+", "_", info["gpu"].lower()).strip("_")
+    path = options.output or RESULTS / f"fused_backward_gpu_{slug}.json"
+    print(f"{info['gpu']} (sm_{info['capability'].replace('.', '')}), driver {info['driver']}, CUDA {info['cuda']}, "
+          f"torch {info['torch']}, triton {info['triton']}, {info['date']}")
+    dtypes = [getattr(torch, name) for name in options.dtypes]
+    if torch.cuda.get_device_capability() < (8, 0):
+        dtypes = [t for t in dtypes if t != torch.bfloat16]
+    skipped_head_dims = {}
+    for d in options.head_dims:
+        refusal = flash_refusal(d, dtypes[0]) if d > FLASH_ALWAYS_TAKES and dtypes else None
+        if refusal is not None:
+            skipped_head_dims[d] = f"torch's flash backend does not take d = {d} here: {refusal}"
+            print(skipped_head_dims[d])
+    # in the order the options list them, head width first: a run cut short by --budget has
+    # measured the first widths in every dtype
+    sweep = [(dtype, d, causal, n) for d in options.head_dims if d not in skipped_head_dims for dtype in dtypes
+             for causal in (False, True) for n in options.lengths]
+    print(f"{'dtype':>8} {'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{m:>7}" for m in METHODS)
+          + "  fused/flash  fused/cudnn  check (TFLOP/s, fwd+bwd = 3.5x forward flops)")
+    points, not_measured = [], []
+    for index, (dtype, d, causal, n) in enumerate(sweep):
+        if options.budget is not None and time.monotonic() - start > options.budget:
+            not_measured = [{"dtype": str(t).removeprefix("torch."), "d": e, "causal": c, "n": m}
+                            for t, e, c, m in sweep[index:]]
+            print(f"budget of {options.budget:g} s spent: {len(not_measured)} points not measured")
+            break
+        points.append(measure(dtype, d, causal, n))
+        print(row(points[-1]), flush=True)
+        write(path, info, points, not_measured, skipped_head_dims)
+    write(path, info, points, not_measured, skipped_head_dims)
+    print(f"wrote {path}")
+    failed = [p for p in points if p["check"]["passed"] is False]
+    if failed:
+        raise SystemExit(f"the fused output or gradients failed the check at {len(failed)} points "
+                         "(fused_error in the JSON)")
+
+
+def write(path: pathlib.Path, info: dict, points: list, not_measured: list, skipped_head_dims: dict) -> None:
+    """The results so far, as JSON, replacing ``path`` in one step."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps({
+        "what": "forward + backward TFLOP/s: attnlib.scaled_dot_product_attention(backend='fused') vs torch "
+                "SDPA's flash and cudnn backends; 3.5 x 4 n^2 d flops per head (backward = 2.5x forward), "
+                "halved when causal; batch = 16384 / n, heads = 2048 / d; errors: max |x - ref| / max |ref| "
+                "on the last two heads of the last sequence, ref = torch's math backend in float32; "
+                f"check: fused <= {ERROR_FACTOR:g} x peer + {ERROR_FLOOR:g} for the output and each gradient",
+        "machine": info,
+        "points": points,
+        "not_measured": not_measured,
+        "skipped_head_dims": skipped_head_dims,
+        "picked_configurations": [dict(p, picked=list(p["picked"])) for p in fused.picked_configurations()],
+    }, indent=1) + "\n")
+    partial.replace(path)
+
+
+if __name__ == "__main__":
+    main()
