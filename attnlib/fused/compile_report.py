@@ -1,4 +1,4 @@
-"""Compiling the fused kernel for GPUs this machine does not have.
+"""Compiling the fused kernels for GPUs this machine does not have.
 
 Triton compiles for a named target, ``GPUTarget("cuda", capability, 32)``,
 without a GPU: down to PTX, and to a cubin with the ``ptxas`` in its wheel.
@@ -13,7 +13,8 @@ launcher's argument specialisation, ``native_specialize_impl``, which
 Triton has from 3.6 on; tested with 3.6 and 3.9). Compiling needs
 Triton in compiling mode, so a process that interprets (see
 :mod:`attnlib.fused.support`) runs ``python -m attnlib.fused.compile_report``, which prints
-the reports of :func:`compile_cases` as JSON.
+the reports of :func:`compile_cases`, :func:`decode_cases` and
+:func:`backward_cases` as JSON.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from ..problem import check_problem
+from . import backward
 from .decode import decode_arguments as decode_kernel_arguments, decode_config
 from .kernels import kernel_module
 from .layout import as_4d, kernel_arguments
@@ -57,17 +59,34 @@ def unavailable_reason() -> str | None:
     return None
 
 
+#: The kernels a case can compile: ``attention_<kernel>_kernel`` of its module, or the decoding kernel.
+KERNELS = {"forward": "forward_kernel", "decode": "decode_kernel",
+           "backward_preprocess": "backward_kernel", "backward_key_value": "backward_kernel",
+           "backward_query": "backward_kernel"}
+BACKWARD_KERNELS = ("backward_preprocess", "backward_key_value", "backward_query")
+
+
+def function_name(kernel: str) -> str:
+    """The function of ``kernel`` (a name of KERNELS) in its module."""
+    return "decode_split_kernel" if kernel == "decode" else f"attention_{kernel}_kernel"
+
+
 @dataclass(frozen=True)
 class CompileCase:
     """One compilation: a target, a dtype, a head width, a tile configuration, causal or not,
-    of the forward kernel or of the decoding kernel (one query, GQA 32:8, keys split)."""
+    of the forward kernel, of the decoding kernel (one query, GQA 32:8, keys split) or of one
+    of the three backward kernels (``BACKWARD_KERNELS``)."""
 
     capability: int
     dtype: str
     head_dim: int
     config: TileConfig
     is_causal: bool = False
-    kernel: str = "forward"  # or "decode"
+    kernel: str = "forward"  # or a name of KERNELS
+
+    @property
+    def function_name(self) -> str:
+        return function_name(self.kernel)
 
     @property
     def arch(self) -> str:
@@ -76,9 +95,9 @@ class CompileCase:
     def __str__(self) -> str:
         c = self.config
         causal = "-causal" if self.is_causal else ""
-        decode = "-decode" if self.kernel == "decode" else ""
+        kernel = "" if self.kernel == "forward" else f"-{self.kernel}"
         return (f"{self.arch}-{self.dtype}-d{self.head_dim}-{c.block_m}x{c.block_n}-w{c.num_warps}"
-                f"-s{c.num_stages}{causal}{decode}")
+                f"-s{c.num_stages}{causal}{kernel}")
 
 
 @dataclass(frozen=True)
@@ -138,6 +157,24 @@ def decode_cases() -> list[CompileCase]:
             for capability, dtypes in GPU_TARGETS.items() for dtype in dtypes]
 
 
+def backward_cases() -> list[CompileCase]:
+    """The three backward kernels with their ``backward_config`` on every target and dtype, at
+    E = 64 and 128, and the two that take a causal mask with it at E = 128 in bf16, the dtype
+    of training."""
+    cases = []
+    for capability, dtypes in GPU_TARGETS.items():
+        for dtype in dtypes:
+            for head_dim in CHECKED_HEAD_DIMS:
+                configs = backward.backward_config(divmod(capability, 10), getattr(torch, dtype), head_dim)
+                for kernel in BACKWARD_KERNELS:
+                    config = configs[function_name(kernel)]
+                    cases.append(CompileCase(capability, dtype, head_dim, config, kernel=kernel))
+                    if (kernel != "backward_preprocess" and head_dim == max(CHECKED_HEAD_DIMS)
+                            and dtype == "bfloat16"):
+                        cases.append(CompileCase(capability, dtype, head_dim, config, True, kernel))
+    return cases
+
+
 def example_problem(dtype: torch.dtype, head_dim: int, is_causal: bool = False, seq_len: int = 1024, heads: int = 2):
     """A ``(1, heads, seq_len, head_dim)`` self-attention problem on the CPU, for its layout only."""
     q = torch.zeros(1, heads, seq_len, head_dim, dtype=dtype)
@@ -167,16 +204,33 @@ def decode_arguments(case: CompileCase) -> dict:
                                   case.config.block_n)
 
 
+def backward_arguments(case: CompileCase) -> dict:
+    """The backward kernel's arguments for ``case``, on a 1024-token self-attention problem."""
+    problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal)
+    output = torch.empty(problem.output_shape, dtype=problem.query.dtype)
+    lse = torch.empty(problem.query.shape[:-1], dtype=torch.float32)
+    grad_query, grad_key, grad_value = (torch.empty_like(x) for x in (problem.query, problem.key, problem.value))
+    arguments = backward.backward_arguments(problem, output, lse, torch.empty_like(output), torch.empty_like(lse),
+                                            grad_query, grad_key, grad_value)[case.function_name]
+    arguments["BLOCK_M"] = case.config.block_m
+    if case.kernel != "backward_preprocess":  # the preprocess kernel has rows only
+        arguments["BLOCK_N"] = case.config.block_n
+    return arguments
+
+
 def _specialised_source(case: CompileCase):
     """``ASTSource`` of the case's kernel with every argument specialised as a launch would."""
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
     from triton.compiler import ASTSource
 
+    kernel = getattr(kernel_module(KERNELS[case.kernel]), case.function_name)
     if case.kernel == "decode":
-        kernel, arguments = kernel_module("decode_kernel").decode_split_kernel, decode_arguments(case)
+        arguments = decode_arguments(case)
+    elif case.kernel == "forward":
+        arguments = forward_arguments(case)
     else:
-        kernel, arguments = kernel_module().attention_forward_kernel, forward_arguments(case)
+        arguments = backward_arguments(case)
     signature, constexprs, attrs = {}, {}, {}
     for index, name in enumerate(kernel.arg_names):
         value = arguments[name]
@@ -240,8 +294,9 @@ def compile_report(case: CompileCase) -> CompileReport:
     )
 
 
-def reports_in_subprocess(timeout: float = 600) -> list[CompileReport]:
-    """:func:`compile_cases` and :func:`decode_cases` compiled in a fresh process with ``TRITON_INTERPRET`` unset."""
+def reports_in_subprocess(timeout: float = 900) -> list[CompileReport]:
+    """:func:`compile_cases`, :func:`decode_cases` and :func:`backward_cases` compiled in a fresh process
+    with ``TRITON_INTERPRET`` unset."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-m", "attnlib.fused.compile_report"], capture_output=True, text=True,
                             env=env, timeout=timeout)
@@ -253,4 +308,4 @@ def reports_in_subprocess(timeout: float = 600) -> list[CompileReport]:
 if __name__ == "__main__":
     if triton_interprets():
         sys.exit("unset TRITON_INTERPRET: compiling needs Triton in compiling mode")
-    print(json.dumps([compile_report(case).as_dict() for case in compile_cases() + decode_cases()]))
+    print(json.dumps([compile_report(case).as_dict() for case in compile_cases() + decode_cases() + backward_cases()]))
