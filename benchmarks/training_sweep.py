@@ -1,0 +1,136 @@
+"""Chapter 10's training sweep: does the scale on q . k matter once the model trains?
+
+    python benchmarks/training_sweep.py
+
+Trains :class:`attnlib.training.CopyTransformer` on the copy task
+(``attnlib.training.CopyTask()``: 16 random tokens of 16, a separator, the
+16 again) for every combination of
+
+    scale rule  1/sqrt(d), 1, 1/d
+    head_dim    16, 64, 256
+    init        torch (nn.Linear's default), lecun (normal, 1/sqrt(fan_in))
+    layernorm   before attention or not
+
+with Adam (seed 0; a second seed at head_dim 256), with SGD + momentum
+(LayerNorm runs), and, with Adam and QK-norm, the rules 1/sqrt(d) and 1 at
+the three widths (LeCun init, LayerNorm): 72 runs.
+Each run is 400 steps of batch 32 on fresh data, logged every 10 steps. The
+runs are spread over one worker process per core, one thread each.
+
+Writes ``attnlib/results/training_sweep.json``: the machine and date, the
+task, the training settings, and per run its configuration, the first
+logged step at which the copy loss is below each threshold in
+``THRESHOLDS`` (None if never), and every curve of its
+:class:`attnlib.training.TrainingLog` every ``STORED_EVERY`` steps, to four
+significant digits.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import time
+
+import torch
+
+from attnlib import stored_results, training
+from measure import machine
+
+RESULTS = stored_results.RESULTS / "training_sweep.json"
+STEPS, BATCH, LOG_EVERY, STORED_EVERY = 400, 32, 10, 20
+THRESHOLDS = (1.0, 0.1)
+HEAD_DIMS = (16, 64, 256)
+TASK = training.CopyTask()
+
+
+def grid() -> list[dict]:
+    """Every run of the sweep: ``config`` (a ModelConfig's fields), ``optimizer``, ``seed``.
+
+    All 36 settings with Adam (seed 0); a second seed where the widest heads
+    make the differences largest (head_dim 256); SGD with LayerNorm; QK-norm
+    with LeCun init and LayerNorm under the rules 1/sqrt(d) and 1.
+    """
+    runs = []
+    for rule, head_dim, init, layernorm in itertools.product(
+            training.SCALE_RULES, HEAD_DIMS, training.INITS, (True, False)):
+        config = dict(scale_rule=rule, head_dim=head_dim, init=init, layernorm=layernorm)
+        runs.append(dict(config=config, optimizer="adam", seed=0))
+        if head_dim == 256:
+            runs.append(dict(config=config, optimizer="adam", seed=1))
+        if layernorm:
+            runs.append(dict(config=config, optimizer="sgd", seed=0))
+    for rule, head_dim in itertools.product(("1/sqrt(d)", "1"), HEAD_DIMS):
+        config = dict(scale_rule=rule, head_dim=head_dim, init="lecun", layernorm=True,
+                      qk_norm=True)
+        runs.append(dict(config=config, optimizer="adam", seed=0))
+    return runs
+
+
+def first_step_below(log: training.TrainingLog, threshold: float):
+    return next((s for s, c in zip(log.step, log.copy_loss) if c < threshold), None)
+
+
+def _significant(x: float) -> float:
+    return float(f"{x:.4g}") if math.isfinite(x) else str(x)
+
+
+def run_one(run: dict) -> dict:
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    config = training.ModelConfig(**run["config"])
+    log = training.train(config, TASK, steps=STEPS, batch_size=BATCH,
+                         optimizer=run["optimizer"], seed=run["seed"], log_every=LOG_EVERY)
+    curves = log.as_dict()
+    kept = [i for i, s in enumerate(log.step) if s % STORED_EVERY == 0]
+    return {
+        **run,
+        "config": dataclasses.asdict(config),
+        "scale": config.scale,
+        "first_step_copy_loss_below": {str(t): first_step_below(log, t) for t in THRESHOLDS},
+        "wall_seconds": round(time.perf_counter() - start, 2),
+        "curves": {name: [_significant(curves[name][i]) if name != "step" else curves[name][i]
+                          for i in kept] for name in ("step",) + training.TrainingLog.CURVES},
+    }
+
+
+def main() -> None:
+    at_start = machine()
+    runs = grid()
+    workers = os.cpu_count() or 1
+    wall = time.perf_counter()
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        results = []
+        for done, result in enumerate(pool.map(run_one, runs), 1):
+            results.append(result)
+            c = result["config"]
+            print(f"[{done}/{len(runs)}] {result['optimizer']} seed {result['seed']} "
+                  f"{c['scale_rule']:>9} d={c['head_dim']:<3} {c['init']:5} "
+                  f"LN={c['layernorm']!s:5} QKnorm={c['qk_norm']!s:5} "
+                  f"copy loss {result['curves']['copy_loss'][-1]:.3f} "
+                  f"({result['wall_seconds']:.0f} s)", flush=True)
+    wall = time.perf_counter() - wall
+    summary = {
+        "machine": at_start,
+        "load_average_1min_after": round(os.getloadavg()[0], 2),
+        "workers": workers,
+        "wall_seconds": round(wall, 1),
+        "task": {**dataclasses.asdict(TASK), "ln_vocab_size": math.log(TASK.vocab_size),
+                 "optimal_loss": TASK.optimal_loss(),
+                 "uniform_causal_entropy": training.uniform_causal_entropy(TASK.context)},
+        "training": {"steps": STEPS, "batch_size": BATCH, "log_every": LOG_EVERY,
+                     "stored_every": STORED_EVERY, "lr": training.DEFAULT_LR,
+                     "sgd_momentum": 0.9, "thresholds": list(THRESHOLDS)},
+        "runs": results,
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(summary, separators=(",", ":")) + "\n")
+    print(f"{len(runs)} runs in {wall / 60:.1f} min on {workers} workers; wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
