@@ -18,7 +18,8 @@ with ``triton.testing.do_bench`` called as ``fused_gpu.py`` calls it (warmup
 25 ms, rep 100 ms), the gradients set to None before each timed step. TFLOP/s
 count the backward as 2.5 times the forward's flops (five n x n x d products
 against two), so a step is 3.5 x 4 n^2 d flops per head, halved when causal:
-the convention of the reference measurements (``peers_nvidia_h200.json``).
+FlashAttention's convention and that of the reference measurements
+(``peers_nvidia_h200.json``), whatever a kernel recomputes.
 d = 256 runs only where flash takes it (the sweep says when it does not).
 
 Before timing, each point checks the fused output and gradients: the heads
@@ -53,7 +54,9 @@ METHODS = ("fused", "flash", "cudnn")
 HEAD_DIMS = (64, 128, 256)
 #: Head widths above this are measured only where torch's flash backend takes them.
 FLASH_ALWAYS_TAKES = 128
-#: A backward pass computes five n x n x d products (S again, dP, dV, dQ, dK) to the forward's two.
+#: A backward pass counts as five n x n x d products (S again, dP, dV, dQ, dK) to the forward's
+#: two, FlashAttention's convention. attnlib's kernels compute S and dP in both the key/value
+#: and the query kernel, seven products, but are credited with five, like their peers.
 BACKWARD_TO_FORWARD_FLOPS = 2.5
 #: The heads recomputed in float32 for the check: the last two heads of the last sequence,
 #: where an error in the batch or head offsets shows.
