@@ -259,6 +259,124 @@ def test_the_autotuner_reports_one_pick_per_bucket():
     assert {(1024, 1024), (8192, 8192)} <= buckets
 
 
+# -- the backward kernels ------------------------------------------------------------------------
+
+def gradients_of(backend, query, key, value, grad_output, attn_mask=None, **kwargs):
+    """``(dQ, dK, dV)`` of ``backend``'s attention for the gradient ``grad_output`` at its output."""
+    inputs = [x.detach().requires_grad_() for x in (query, key, value)]
+    output = attnlib.scaled_dot_product_attention(*inputs, attn_mask, backend=backend, **kwargs)
+    return torch.autograd.grad(output, inputs, grad_output)
+
+
+def assert_gradients_within_tolerance(gradients, query, key, value, grad_output, attn_mask=None, **kwargs):
+    """Each gradient against float64, within a multiple of the naive path's error in the input dtype.
+
+    The multiple is 2 for fp32 and 3 for fp16/bf16: naive computes those in
+    fp32 and rounds only its results, while the kernels also round the
+    weights ``P`` and the score gradients ``dS`` to the input dtype for the
+    tensor-core products, as FlashAttention does (whose own test compares
+    with a reference computed in the input dtype, a looser one).
+    """
+    reference_mask = attn_mask.double() if attn_mask is not None and attn_mask.dtype != torch.bool else attn_mask
+    reference = gradients_of("naive", query.double(), key.double(), value.double(), grad_output.double(),
+                             reference_mask, **kwargs)
+    same_dtype = gradients_of("naive", query, key, value, grad_output, attn_mask, **kwargs)
+    slack = 2 if query.dtype == torch.float32 else 3
+    for name, x, gradient, expected, naive_gradient in zip(
+            ("dQ", "dK", "dV"), (query, key, value), gradients, reference, same_dtype):
+        assert gradient.dtype == x.dtype and gradient.shape == x.shape, name
+        err, err_naive = max_error(gradient, expected), max_error(naive_gradient, expected)
+        assert err <= slack * err_naive + 1e-5, (
+            f"{name}: fused error {err:.3e} exceeds {slack} x {err_naive:.3e} (naive in {query.dtype}) + 1e-5")
+
+
+BACKWARD_CASES = [
+    Case(128, 217, 64, torch.float16),
+    Case(113, 203, 128, torch.bfloat16, causal="top_left", heads=(4, 2)),
+    Case(256, 128, 64, torch.float32, causal="bottom_right"),  # L > S: the first 128 rows see no key
+    Case(127, 512, 128, torch.float16, mask="bool"),
+    Case(113, 211, 64, torch.bfloat16, mask="float", heads=(4, 1)),
+    Case(128, 217, 128, torch.float16, mask="padding", heads=(4, 2)),
+    Case(108, 256, 256, torch.float16, causal="bottom_right"),
+    Case(512, 256, 256, torch.bfloat16, mask="bool", heads=(4, 2)),
+    Case(1024, 1024, 128, torch.bfloat16, causal="top_left", heads=(4, 1)),
+    Case(1023, 1024, 64, torch.float16, causal="bottom_right", heads=(4, 2)),
+    Case(200, 300, 128, torch.float32, mask="padding"),
+    Case(300, 260, 96, torch.float32, causal="top_left", heads=(4, 2)),
+]
+
+
+@pytest.mark.parametrize("case", BACKWARD_CASES, ids=str)
+def test_gradients_match_float64(case):
+    query, key, value, kwargs = make_inputs(case)
+    grad_output = randn(*query.shape, dtype=case.dtype, seed=4)
+    gradients = gradients_of("fused", query, key, value, grad_output, **kwargs)
+    assert attnlib.last_dispatch().backend == "fused"
+    assert_gradients_within_tolerance(gradients, query, key, value, grad_output, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_softcap_gradients_match_float64(dtype):
+    query, key, value, kwargs = make_inputs(Case(300, 260, 64, dtype, causal="bottom_right", heads=(4, 2)))
+    grad_output = randn(*query.shape, dtype=dtype, seed=4)
+    gradients = gradients_of("fused", query, key, value, grad_output, softcap=2.0, **kwargs)
+    assert_gradients_within_tolerance(gradients, query, key, value, grad_output, softcap=2.0, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_auto_takes_the_fused_kernels_for_training(dtype):
+    query, key, value, kwargs = make_inputs(Case(300, 260, 64, dtype, causal="bottom_right", heads=(4, 2)))
+    inputs = [x.requires_grad_() for x in (query, key, value)]
+    output = attnlib.scaled_dot_product_attention(*inputs, **kwargs)
+    assert attnlib.last_dispatch().backend == "fused"
+    assert type(output.grad_fn).__name__ == "FusedAttentionFunctionBackward"
+
+
+def test_a_float_mask_that_requires_grad_goes_to_another_path():
+    query, key, value, kwargs = make_inputs(Case(128, 217, 64, torch.float16, mask="float"))
+    kwargs["attn_mask"].requires_grad_()
+    attnlib.scaled_dot_product_attention(query, key, value, **kwargs)
+    dispatch = attnlib.last_dispatch()
+    assert dispatch.backend != "fused" and "float attn_mask that requires grad" in dispatch.passed_over["fused"]
+
+
+def test_nan_in_key_padding_never_reaches_any_gradient():
+    query, key, value, _ = make_inputs(Case(128, 217, 64, torch.bfloat16, heads=(4, 2)))
+    grad_output = randn(*query.shape, dtype=torch.bfloat16, seed=4)
+    mask = attnlib.padding_mask(torch.tensor([100, 0]), 217).cuda()
+    dirty_key, dirty_value = key.clone(), value.clone()
+    dirty_key[0, :, 100:], dirty_value[0, :, 100:] = float("nan"), float("inf")
+    dirty_key[1], dirty_value[1] = float("nan"), float("nan")
+    gradients = gradients_of("fused", query, dirty_key, dirty_value, grad_output, attn_mask=mask, enable_gqa=True)
+    assert all(torch.isfinite(g).all() for g in gradients)
+    grad_query, grad_key, grad_value = gradients
+    assert not grad_key[0, :, 100:].any() and not grad_value[0, :, 100:].any()
+    assert not grad_query[1].any() and not grad_key[1].any() and not grad_value[1].any()
+    assert_gradients_within_tolerance(gradients, query, key, value, grad_output, attn_mask=mask, enable_gqa=True)
+
+
+def test_nan_in_keys_a_general_mask_hides_never_reaches_any_gradient():
+    query, key, value, _ = make_inputs(Case(113, 203, 64, torch.float16))
+    grad_output = randn(*query.shape, dtype=torch.float16, seed=4)
+    mask = torch.rand(113, 203, generator=torch.Generator(device="cuda").manual_seed(1), device="cuda") > 0.5
+    mask[:, 40:70] = False  # no query sees keys 40..69
+    dirty_key, dirty_value = key.clone(), value.clone()
+    dirty_key[..., 40:70, :], dirty_value[..., 40:70, :] = float("nan"), float("nan")
+    gradients = gradients_of("fused", query, dirty_key, dirty_value, grad_output, attn_mask=mask)
+    assert all(torch.isfinite(g).all() for g in gradients)
+    assert not gradients[1][..., 40:70, :].any() and not gradients[2][..., 40:70, :].any()
+    assert_gradients_within_tolerance(gradients, query, key, value, grad_output, attn_mask=mask)
+
+
+def test_two_backward_runs_are_identical():
+    """No atomics: every gradient is summed inside one program, in a fixed order."""
+    query, key, value, kwargs = make_inputs(Case(1024, 1023, 128, torch.bfloat16, causal="top_left", heads=(8, 2)))
+    grad_output = randn(*query.shape, dtype=torch.bfloat16, seed=4)
+    first = gradients_of("fused", query, key, value, grad_output, **kwargs)
+    second = gradients_of("fused", query, key, value, grad_output, **kwargs)
+    assert all(map(torch.equal, first, second))
+
+
 # Last: an illegal memory access would poison the CUDA context for every test after it.
 def test_offsets_past_2_to_the_31_elements():
     """The reproducer of the illegal memory access: one head of a (1, 600000, 32, 128) buffer.

@@ -24,18 +24,22 @@ QUERY_KERNEL = "attention_backward_query_kernel"
 BACKWARD_KERNELS = (PREPROCESS_KERNEL, KEY_VALUE_KERNEL, QUERY_KERNEL)
 
 #: Tile sizes of the three kernels on a GPU, by kind of product as in
-#: ``AUTOTUNE_CONFIGS`` and by head width (up to 128, or wider). For the
+#: ``AUTOTUNE_CONFIGS`` and by head width (see ``WIDE_HEADS``). For the
 #: key/value kernel ``block_n`` is its block of keys and ``block_m`` the
-#: query tile it loops over; for the query kernel the other way round, as in
-#: the forward; the preprocess kernel has only ``block_m``. The key/value
-#: kernel holds two fp32 accumulators, ``dK`` and ``dV``, for its whole
-#: block: its blocks are smaller than the forward's. None spills at E = 128
-#: (compiled for sm_80 and sm_90 with Triton 3.9).
+#: query tile it loops over; for the query kernel they are as in the
+#: forward; the preprocess kernel has only ``block_m`` (``block_n = 0``).
+#: The key/value kernel holds two fp32 accumulators, ``dK`` and ``dV``, for
+#: its whole block, besides its ``K`` and ``V``: its blocks are smaller than
+#: the forward's. Compiled with Triton 3.9 for sm_80 and sm_90 (fp16, bf16,
+#: fp32; causal, bool and float masks), none spills at E = 64, 128 and
+#: 256, but the "fma, wide heads" key/value kernel at E = 128 on sm_80
+#: (8 bytes). On sm_75 (fp16 through FMA) E = 128 and 256 spill with every
+#: configuration tried (8 and 840 bytes here). Fixed, not autotuned.
 BACKWARD_CONFIGS = {
     "tensor_cores": {
         PREPROCESS_KERNEL: TileConfig(128, 0, 4, 1),
-        KEY_VALUE_KERNEL: TileConfig(64, 64, 8, 2),
-        QUERY_KERNEL: TileConfig(64, 64, 8, 2),
+        KEY_VALUE_KERNEL: TileConfig(64, 32, 8, 2),
+        QUERY_KERNEL: TileConfig(64, 32, 4, 2),
     },
     "tensor_cores, wide heads": {
         PREPROCESS_KERNEL: TileConfig(128, 0, 4, 1),
@@ -53,8 +57,8 @@ BACKWARD_CONFIGS = {
         QUERY_KERNEL: TileConfig(16, 16, 8, 1),
     },
 }
-#: Head widths above this take the "wide heads" configurations.
-NARROW_HEADS = 128
+#: Head widths (the wider of E and Ev) above these take the "wide heads" configurations.
+WIDE_HEADS = {"tensor_cores": 128, "fma": 64}
 #: (BLOCK_M, BLOCK_N) in the interpreter, for both kernels: small and unequal,
 #: so that small tests cross many tiles and a swapped block size shows.
 INTERPRETER_BACKWARD_BLOCKS = (16, 32)
@@ -66,9 +70,7 @@ def backward_config(capability: tuple[int, int], dtype: torch.dtype, head_dim: i
     ``head_dim`` is the wider of ``E`` and ``Ev``.
     """
     kind = "fma" if capability < (8, 0) or dtype == torch.float32 else "tensor_cores"
-    if head_dim > NARROW_HEADS:
-        kind += ", wide heads"
-    return BACKWARD_CONFIGS[kind]
+    return BACKWARD_CONFIGS[f"{kind}, wide heads" if head_dim > WIDE_HEADS[kind] else kind]
 
 
 def backward_arguments(problem: AttentionProblem, output: torch.Tensor, lse: torch.Tensor,

@@ -25,6 +25,9 @@ atomics: the results are the same on every run):
 
 Each recomputes ``P`` and ``dS`` for its tiles (:func:`_tile_gradients`):
 twice the forward's work in products, but no ``L x S`` matrix in memory.
+The key/value kernel lays its tiles out keys by queries (``S^T = K Q^T``)
+so that ``P^T`` and ``dS^T`` come out of the products the way ``dV`` and
+``dK`` need them, as in FlashAttention-2 and Triton's tutorial.
 
 Scores are in base 2 as in the forward kernel (``s = scale * log2(e) * q.k``,
 ``P = exp2(s - lse * log2(e))``). A row with no allowed key has
@@ -39,7 +42,7 @@ start of a tensor in 64 bits, offsets inside a tile in 32 bits.
 import triton
 import triton.language as tl
 
-from .forward_kernel import BOOL_MASK, FLOAT_MASK, LN_2, LOG2_E, NO_MASK
+from .forward_kernel import BOOL_MASK, LN_2, LOG2_E, NO_MASK
 
 
 @triton.jit
@@ -79,31 +82,25 @@ def attention_backward_preprocess_kernel(
 
 @triton.jit
 def _tile_gradients(
-    q, k, v, do, lse_log2, row_term, mask_tile,
-    rows, cols, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
-    stride_ml, stride_ms,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr,
-    SOFTCAP: tl.constexpr, CHECK_EDGES: tl.constexpr,
+    scores, grad_weights, lse_log2, row_term, query_positions, key_positions, mask_ptrs,
+    keys_visible, query_len, causal_offset, softcap_log2,
+    IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, SOFTCAP: tl.constexpr, CHECK_EDGES: tl.constexpr,
 ):
-    """Weights ``P`` and score gradients ``dS`` of one tile, ``(BLOCK_M, BLOCK_N)`` in fp32.
+    """Weights ``P`` and score gradients ``dS`` of one tile, in fp32, from its two products.
 
-    ``q (BLOCK_M, BLOCK_E)`` and ``do (BLOCK_M, BLOCK_EV)`` are the tile's
-    query rows and their output gradients, ``lse_log2`` and ``row_term``
-    their ``lse * log2(e)`` (``+inf`` for a row with no allowed key) and
-    ``D``; ``k``, ``v`` the tile's keys and values; ``mask_tile`` points at
-    the mask entry of the tile's first query and first key. ``dS`` is the
-    gradient of the scores before the cap, ``s = scale * q.k`` (natural
-    units). Also returns ``k`` with the keys no row of the tile may see
-    zeroed, for ``dQ = scale * dS K``: a NaN stored there (padding) times a
-    gradient of 0 would still be NaN.
+    ``scores`` holds ``scale * log2(e) * q.k`` and ``grad_weights`` holds
+    ``dP = dO . v`` for the tile's (query, key) pairs. The tile may lie
+    either way round (queries along its rows in the query kernel, along its
+    columns in the key/value kernel, which so never transposes a tile held
+    in registers): the per-query ``lse_log2`` (``lse * log2(e)``, ``+inf``
+    for a row with no allowed key) and ``row_term`` (``D``), the positions
+    and ``mask_ptrs`` (the tile's mask entries) come broadcast to its
+    orientation. ``dS`` is the gradient of the scores before the cap,
+    ``s = scale * q.k``, in natural units.
 
-    ``CHECK_EDGES`` is False for tiles that every row sees whole, as in the
-    forward kernel: no bounds, no causal mask.
+    ``CHECK_EDGES`` is False for tiles that every query sees whole, as in
+    the forward kernel: no bounds, no causal mask.
     """
-    tile_rows = tl.arange(0, BLOCK_M)
-    tile_cols = tl.arange(0, BLOCK_N)
-    # The forward's scores, recomputed: s_ij = scale * q_i . k_j, in base 2.
-    scores = tl.dot(q, tl.trans(k), input_precision="ieee") * scale_log2
     if SOFTCAP:
         # The cap as in the forward kernel, C tanh(S / C) in base-2 units ...
         doubled = scores * (2.0 * LOG2_E / softcap_log2)
@@ -115,12 +112,11 @@ def _tile_gradients(
 
     # The forward's masks: a forbidden (i, j) gets the score -inf, so P_ij = 0.
     if CHECK_EDGES or MASK_KIND != NO_MASK:
-        allowed = cols[None, :] < keys_visible
+        allowed = key_positions < keys_visible
         if IS_CAUSAL:
-            allowed = allowed & (cols[None, :] <= rows[:, None] + causal_offset)
+            allowed = allowed & (key_positions <= query_positions + causal_offset)
         if MASK_KIND != NO_MASK:
-            mask_ok = (rows[:, None] < query_len) & (cols[None, :] < keys_visible)
-            mask_ptrs = mask_tile + tile_rows[:, None] * stride_ml + tile_cols[None, :] * stride_ms
+            mask_ok = (query_positions < query_len) & (key_positions < keys_visible)
             if MASK_KIND == BOOL_MASK:
                 allowed = allowed & (tl.load(mask_ptrs, mask=mask_ok, other=0) != 0)
             else:
@@ -130,20 +126,16 @@ def _tile_gradients(
         scores = tl.where(allowed, scores, float("-inf"))
 
     # (eq. 8.8) P = exp(s - lse), the forward's normalised weights, from the saved lse.
-    weights = tl.math.exp2(scores - lse_log2[:, None])
-    # dP = dO V^T: how the loss moves with each weight.
-    grad_weights = tl.dot(do, tl.trans(v), input_precision="ieee")
+    weights = tl.math.exp2(scores - lse_log2)
     # dS = P * (dP - D): the softmax's backward, D = rowsum(dO * O) = rowsum(P * dP).
-    grad_scores = weights * (grad_weights - row_term[:, None])
+    grad_scores = weights * (grad_weights - row_term)
     if SOFTCAP:
         grad_scores = grad_scores * cap_slope  # through the cap, to the uncapped scores
     if CHECK_EDGES or MASK_KIND != NO_MASK:
         # A forbidden (i, j) has P_ij = 0, but dP_ij may be NaN (a NaN value
         # in padding) and 0 * NaN = NaN: its gradient is 0 by where, not by product.
         grad_scores = tl.where(allowed, grad_scores, 0.0)
-        seen_by_some_row = tl.max(allowed.to(tl.int32), axis=0) > 0
-        k = tl.where(seen_by_some_row[:, None], k, 0.0)
-    return weights, grad_scores, k
+    return weights, grad_scores
 
 
 @triton.jit
@@ -159,37 +151,44 @@ def _key_block_gradients(
     """Add to ``(grad_k, grad_v)`` of one key block the query tiles in ``[tile_begin, tile_end)`` of one head.
 
     The ``*_base`` pointers point at the head's first query row (``mask_base``
-    at its mask entry for the block's first key).
+    at its mask entry for the block's first key). The tiles lie keys by
+    queries, ``(BLOCK_N, BLOCK_M)``: ``S^T = K Q^T``, so that ``P^T`` and
+    ``dS^T`` come out ready for ``dV = P^T dO`` and ``dK = dS^T Q``.
     """
     dims = tl.arange(0, BLOCK_E)
     value_dims = tl.arange(0, BLOCK_EV)
-    tile_rows = tl.arange(0, BLOCK_M)
-    cols = key_start + tl.arange(0, BLOCK_N)
+    tile_rows = tl.arange(0, BLOCK_M)  # a query's place in its tile
+    tile_cols = tl.arange(0, BLOCK_N)  # a key's place in the block
+    cols = key_start + tile_cols
     for tile_start in range(tile_begin, tile_end, BLOCK_M):
         rows = tile_start + tile_rows
         first_row = tl.cast(tile_start, tl.int64)  # the tile's first row, in 64 bits
         # Rows past the last query read as q = dO = D = 0 and lse = +inf: P = 0, dS = 0.
         row_ok = rows < query_len
-        q = tl.load(query_base + first_row * stride_ql + tile_rows[:, None] * stride_ql + dims[None, :],
-                    mask=row_ok[:, None] & (dims[None, :] < HEAD_DIM), other=0.0)
+        # Q^T, (BLOCK_E, BLOCK_M): loaded transposed, which costs nothing but the addresses.
+        q_t = tl.load(query_base + first_row * stride_ql + tile_rows[None, :] * stride_ql + dims[:, None],
+                      mask=row_ok[None, :] & (dims[:, None] < HEAD_DIM), other=0.0)
         do = tl.load(grad_output_base + first_row * stride_dol + tile_rows[:, None] * stride_dol
                      + value_dims[None, :], mask=row_ok[:, None] & (value_dims[None, :] < VALUE_DIM), other=0.0)
         lse = tl.load(lse_base + rows, mask=row_ok, other=float("inf"))
         # A row with no allowed key (lse = -inf) counts as lse = +inf: all its weights are 0.
         lse_log2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2_E)
         row_term = tl.load(delta_base + rows, mask=row_ok, other=0.0)
-        mask_tile = mask_base + first_row * stride_ml
+        mask_ptrs = mask_base + first_row * stride_ml + tile_rows[None, :] * stride_ml + tile_cols[:, None] * stride_ms
 
-        weights, grad_scores, _ = _tile_gradients(
-            q, k, v, do, lse_log2, row_term, mask_tile,
-            rows, cols, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
-            stride_ml, stride_ms, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, CHECK_EDGES,
+        # S^T = scale * K Q^T (in base 2) and dP^T = V dO^T, keys by queries.
+        scores = tl.dot(k, q_t, input_precision="ieee") * scale_log2
+        grad_weights = tl.dot(v, tl.trans(do), input_precision="ieee")
+        weights, grad_scores = _tile_gradients(
+            scores, grad_weights, lse_log2[None, :], row_term[None, :], rows[None, :], cols[:, None],
+            mask_ptrs, keys_visible, query_len, causal_offset, softcap_log2,
+            IS_CAUSAL, MASK_KIND, SOFTCAP, CHECK_EDGES,
         )
         # dV_j += sum_i P_ij dO_i, i.e. P^T dO; the weights are rounded to the
         # input dtype so that the product runs on tensor cores, summed in fp32.
-        grad_v += tl.dot(tl.trans(weights.to(do.dtype)), do, input_precision="ieee")
+        grad_v += tl.dot(weights.to(do.dtype), do, input_precision="ieee")
         # dK_j += sum_i dS_ij Q_i, i.e. dS^T Q (times scale, once, at the end).
-        grad_k += tl.dot(tl.trans(grad_scores.to(q.dtype)), q, input_precision="ieee")
+        grad_k += tl.dot(grad_scores.to(q_t.dtype), tl.trans(q_t), input_precision="ieee")
     return grad_k, grad_v
 
 
@@ -318,10 +317,12 @@ def _query_block_gradient(
     """Add to ``grad_q`` of one query block the key tiles in ``[tile_begin, tile_end)``.
 
     ``key_base``, ``value_base`` point at the (batch, head)'s first key and
-    value, ``mask_base`` at the mask row of the block's first query.
+    value, ``mask_base`` at the mask row of the block's first query. The
+    tiles lie queries by keys, ``(BLOCK_M, BLOCK_N)``, as in the forward.
     """
     dims = tl.arange(0, BLOCK_E)
     value_dims = tl.arange(0, BLOCK_EV)
+    tile_rows = tl.arange(0, BLOCK_M)
     tile_cols = tl.arange(0, BLOCK_N)
     for tile_start in range(tile_begin, tile_end, BLOCK_N):
         cols = tile_start + tile_cols
@@ -336,13 +337,20 @@ def _query_block_gradient(
                     mask=key_ok, other=0.0)
         v = tl.load(value_base + first_key * stride_vs + tile_cols[:, None] * stride_vs + value_dims[None, :],
                     mask=value_ok, other=0.0)
-        mask_tile = mask_base + first_key * stride_ms
+        mask_ptrs = mask_base + first_key * stride_ms + tile_rows[:, None] * stride_ml + tile_cols[None, :] * stride_ms
 
-        _, grad_scores, k = _tile_gradients(
-            q, k, v, do, lse_log2, row_term, mask_tile,
-            rows, cols, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
-            stride_ml, stride_ms, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, CHECK_EDGES,
+        # S = scale * Q K^T (in base 2) and dP = dO V^T, queries by keys.
+        scores = tl.dot(q, tl.trans(k), input_precision="ieee") * scale_log2
+        grad_weights = tl.dot(do, tl.trans(v), input_precision="ieee")
+        weights, grad_scores = _tile_gradients(
+            scores, grad_weights, lse_log2[:, None], row_term[:, None], rows[:, None], cols[None, :],
+            mask_ptrs, keys_visible, query_len, causal_offset, softcap_log2,
+            IS_CAUSAL, MASK_KIND, SOFTCAP, CHECK_EDGES,
         )
+        if CHECK_EDGES or MASK_KIND != NO_MASK:
+            # Zero the keys to which no row of the block gives weight (hidden
+            # ones among them): a NaN stored there (padding) times dS = 0 would still be NaN.
+            k = tl.where(tl.max(weights, axis=0)[:, None] > 0, k, 0.0)
         # dQ_i += sum_j dS_ij K_j, i.e. dS K (times scale, once, at the end).
         grad_q += tl.dot(grad_scores.to(k.dtype), k, input_precision="ieee")
     return grad_q
