@@ -270,6 +270,9 @@ def main(argv=None) -> None:
             print(f"budget of {options.budget:g} s spent: {len(not_measured)} points not measured")
             break
         points.append(measure(dtype, d, causal, n))
+        # the backward's tiles are fixed per GPU, dtype and width (the forward's are autotuned)
+        tiles = fused.backward_config(torch.cuda.get_device_capability(), dtype, d)
+        points[-1]["fused_backward_tiles"] = {name: list(config) for name, config in tiles.items()}
         print(row(points[-1]), flush=True)
         write(path, info, points, not_measured, skipped_head_dims)
     write(path, info, points, not_measured, skipped_head_dims)
