@@ -25,6 +25,7 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"
 
+import inspect  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
@@ -314,6 +315,22 @@ def test_no_keys_or_no_queries_give_zero_gradients():
     query, key = torch.randn(2, 3, 0, 16), torch.randn(2, 3, 9, 16)
     gradients = gradients_of("fused", query, key, key, torch.randn(2, 3, 0, 16))
     assert not gradients[1].any() and not gradients[2].any()
+
+
+def test_second_derivatives_are_refused_not_silently_wrong():
+    query, key, value, grad_output, kwargs = make_inputs(Case(20, 24, 16, torch.float32))
+    inputs = [x.requires_grad_() for x in (query, key, value)]
+    output = attnlib.scaled_dot_product_attention(*inputs, backend="fused")
+    grad_query, = torch.autograd.grad(output, inputs[0], grad_output.requires_grad_(), create_graph=True)
+    with pytest.raises(RuntimeError, match="marked with @once_differentiable"):
+        grad_query.sum().backward()
+
+
+@pytest.mark.parametrize("name", fused.backward.BACKWARD_KERNELS)
+def test_the_backward_kernels_source_is_shown_from_the_file(name):
+    source = fused.kernel_source(name)
+    assert source.startswith(f"@triton.jit\ndef {name}(")
+    assert source == inspect.getsource(getattr(fused.kernel_module("backward_kernel"), name).fn)
 
 
 # -- dispatch ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from ..problem import AttentionProblem
 from .forward import launch
@@ -192,6 +193,7 @@ class FusedAttentionFunction(torch.autograd.Function):
         return output, lse
 
     @staticmethod
+    @once_differentiable  # the backward kernels have no backward of their own: no second derivatives
     def backward(ctx, grad_output, grad_lse):
         query, key, value, output, lse = ctx.saved_tensors
         wanted = tuple(ctx.needs_input_grad[:3])
