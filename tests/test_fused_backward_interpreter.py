@@ -26,6 +26,7 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"
 
 import inspect  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
@@ -305,6 +306,44 @@ def test_gradcheck_in_float64(monkeypatch, kwargs):
         return fused.FusedAttentionFunction.apply(query, key, value, problem, None)[0]
 
     assert torch.autograd.gradcheck(attend, (query, key, value), fast_mode=True)
+
+
+BIG_OFFSETS = """
+import sys, torch
+from attnlib import fused
+from attnlib.problem import check_problem
+rows, stride, width = 600, 2**22, 16  # row 512 starts 2**31 elements into the buffer
+buffer = torch.empty(rows * stride, dtype=torch.float16)  # 5 GB of address space; ~1 MB is touched
+views = [buffer.as_strided((1, 1, rows, width), (0, 0, stride, 1), storage_offset=i * width)
+         for i in range(3)]
+*inputs, grad_output = torch.load(sys.argv[1])
+for view, values in zip(views, inputs):
+    view.copy_(values)
+problem = check_problem(*views)
+output, lse = fused.launch(problem, (64, 64))
+torch.save(fused.gradients(problem, output, lse, grad_output, blocks=(64, 64)), sys.argv[2])
+"""
+
+
+def test_offsets_past_2_to_the_31_elements(tmp_path):
+    """Query, key and value rows 2**22 elements apart, as in test_fused_interpreter.py's forward test.
+
+    The backward kernels read the last 88 rows past 2**31 elements; offsets
+    computed in 32 bits would wrap around there (a segmentation fault in the
+    interpreter), so the call runs in a child process. Its gradients must be
+    those of the same call on contiguous copies, bit for bit.
+    """
+    generator = torch.Generator().manual_seed(0)
+    query, key, value, grad_output = (torch.randn(1, 1, 600, 16, generator=generator).half() for _ in range(4))
+    torch.save([query, key, value, grad_output], tmp_path / "inputs.pt")
+    result = subprocess.run([sys.executable, "-c", BIG_OFFSETS, tmp_path / "inputs.pt", tmp_path / "grads.pt"],
+                            capture_output=True, text=True, timeout=300,
+                            env=os.environ | {"TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
+    problem = check_problem(query, key, value)
+    output, lse = fused.launch(problem, (64, 64))
+    expected = fused.gradients(problem, output, lse, grad_output, blocks=(64, 64))
+    assert all(map(torch.equal, torch.load(tmp_path / "grads.pt"), expected))
 
 
 def test_no_keys_or_no_queries_give_zero_gradients():
