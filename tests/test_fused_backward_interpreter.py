@@ -77,7 +77,8 @@ def assert_gradients_as_accurate_as_naive(gradients, query, key, value, grad_out
             ("dQ", "dK", "dV"), (query, key, value), gradients, reference, same_dtype):
         assert gradient.dtype == x.dtype and gradient.shape == x.shape, name
         err, err_naive = max_error(gradient, expected), max_error(naive_gradient, expected)
-        assert err <= 2 * err_naive + TINY, f"{name}: error {err:.3e} exceeds 2 x naive's {err_naive:.3e} + {TINY}"
+        assert err <= 2 * err_naive + TINY, (
+            f"{name}: error {err:.3e} exceeds 2 x naive's {err_naive:.3e} + {TINY}")
 
 
 @dataclass(frozen=True)
@@ -172,14 +173,14 @@ def test_nan_in_key_padding_never_reaches_any_gradient():
     dirty_key, dirty_value = key.clone(), value.clone()
     dirty_key[0, :, 35:], dirty_value[0, :, 35:] = float("nan"), float("inf")
     dirty_key[1], dirty_value[1] = float("nan"), float("nan")
-    grad_query, grad_key, grad_value = gradients_of("fused", query, dirty_key, dirty_value, grad_output, **kwargs)
-    for gradient in (grad_query, grad_key, grad_value):
+    gradients = gradients_of("fused", query, dirty_key, dirty_value, grad_output, **kwargs)
+    grad_query, grad_key, grad_value = gradients
+    for gradient in gradients:
         assert torch.isfinite(gradient).all()
     # A hidden key or value has gradient 0; a sequence with no key at all, every gradient 0.
     assert not grad_key[0, :, 35:].any() and not grad_value[0, :, 35:].any()
     assert not grad_query[1].any() and not grad_key[1].any() and not grad_value[1].any()
-    assert_gradients_as_accurate_as_naive((grad_query, grad_key, grad_value), query, key, value, grad_output,
-                                          **kwargs)
+    assert_gradients_as_accurate_as_naive(gradients, query, key, value, grad_output, **kwargs)
 
 
 def test_nan_in_keys_a_general_mask_hides_never_reaches_any_gradient():

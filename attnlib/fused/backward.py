@@ -168,7 +168,8 @@ def _launch(problem, arguments, blocks, wanted, grad_lse, delta) -> None:
         if wanted[1] or wanted[2]:
             for part in batch_slices(arguments[KEY_VALUE_KERNEL], heads):
                 batch = part["query"].shape[0]
-                run(KEY_VALUE_KERNEL, (cdiv(key_len, configs[KEY_VALUE_KERNEL].block_n), batch * kv_heads), part)
+                key_blocks = cdiv(key_len, configs[KEY_VALUE_KERNEL].block_n)
+                run(KEY_VALUE_KERNEL, (key_blocks, batch * kv_heads), part)
         if wanted[0]:
             for part in batch_slices(arguments[QUERY_KERNEL], heads):
                 batch = part["query"].shape[0]

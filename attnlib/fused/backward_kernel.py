@@ -174,7 +174,8 @@ def _key_block_gradients(
         # A row with no allowed key (lse = -inf) counts as lse = +inf: all its weights are 0.
         lse_log2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2_E)
         row_term = tl.load(delta_base + rows, mask=row_ok, other=0.0)
-        mask_ptrs = mask_base + first_row * stride_ml + tile_rows[None, :] * stride_ml + tile_cols[:, None] * stride_ms
+        mask_ptrs = (mask_base + first_row * stride_ml
+                     + tile_rows[None, :] * stride_ml + tile_cols[:, None] * stride_ms)
 
         # S^T = scale * K Q^T (in base 2) and dP^T = V dO^T, keys by queries.
         scores = tl.dot(k, q_t, input_precision="ieee") * scale_log2
@@ -337,7 +338,8 @@ def _query_block_gradient(
                     mask=key_ok, other=0.0)
         v = tl.load(value_base + first_key * stride_vs + tile_cols[:, None] * stride_vs + value_dims[None, :],
                     mask=value_ok, other=0.0)
-        mask_ptrs = mask_base + first_key * stride_ms + tile_rows[:, None] * stride_ml + tile_cols[None, :] * stride_ms
+        mask_ptrs = (mask_base + first_key * stride_ms
+                     + tile_rows[:, None] * stride_ml + tile_cols[None, :] * stride_ms)
 
         # S = scale * Q K^T (in base 2) and dP = dO V^T, queries by keys.
         scores = tl.dot(q, tl.trans(k), input_precision="ieee") * scale_log2
