@@ -11,7 +11,7 @@ lengths n = 1024 ... 16384, it times the forward pass of
 - ``cudnn``: the same restricted to its cuDNN backend (where there is one),
 - ``math``: the same restricted to its unfused math backend,
 
-with ``triton.testing.do_bench`` (median of repeated runs), and reports
+with ``triton.testing.do_bench`` (its default: the mean of repeated runs), and reports
 TFLOP/s = 4 n^2 d (batch x heads) / time, halved for causal (the masked half
 is skipped, not computed). The problem keeps 16384 tokens and a model width
 of 2048 fixed: batch = 16384 / n, heads = 2048 / d. Each fused output is
