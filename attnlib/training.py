@@ -26,7 +26,7 @@ LayerNorm and a linear read-out. What the experiments vary:
 - ``qk_norm``: RMS-normalise each head's ``q`` and ``k`` (with a learned gain
   per coordinate) before the product.
 
-:func:`train` runs Adam on fresh batches and logs, every ``log_every`` steps,
+:func:`train` runs Adam (or SGD) on fresh batches and logs, every ``log_every`` steps,
 the losses, the gradient norms at ``W_q`` and ``W_k`` and what the scores look
 like (:func:`attention_statistics`).
 """
