@@ -42,7 +42,7 @@ start of a tensor in 64 bits, offsets inside a tile in 32 bits.
 import triton
 import triton.language as tl
 
-from .forward_kernel import BOOL_MASK, LN_2, LOG2_E, NO_MASK
+from .forward_kernel import BOOL_MASK, LN_2, LOG2_E, NO_MASK, _key_tiles_of_query_block
 
 
 @triton.jit
@@ -405,16 +405,11 @@ def attention_backward_query_kernel(
     lse_log2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2_E)
     row_term = tl.load(delta + row_offset + rows, mask=row_ok, other=0.0)
 
-    # Which keys the block visits: those of the forward kernel, step for step.
-    keys_visible = key_len
-    if HAS_KEY_LENGTHS:
-        keys_visible = tl.minimum(keys_visible, tl.load(key_lengths + batch))
-    full_tiles_end = (keys_visible // BLOCK_N) * BLOCK_N
-    if IS_CAUSAL:
-        last_row = tl.minimum(block_start + BLOCK_M, query_len) - 1
-        keys_visible = tl.minimum(keys_visible, tl.maximum(last_row + causal_offset + 1, 0))
-        first_row_sees = tl.maximum(block_start + causal_offset + 1, 0)
-        full_tiles_end = tl.minimum(full_tiles_end, (first_row_sees // BLOCK_N) * BLOCK_N)
+    # Which keys the block visits: those of the forward kernel.
+    keys_visible, full_tiles_end = _key_tiles_of_query_block(
+        block_start, batch, key_lengths, query_len, key_len, causal_offset,
+        BLOCK_M, BLOCK_N, IS_CAUSAL, HAS_KEY_LENGTHS,
+    )
 
     key_base = key + batch * stride_kb + kv_head * stride_kh
     value_base = value + batch * stride_vb + kv_head * stride_vh

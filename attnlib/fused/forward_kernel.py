@@ -129,6 +129,33 @@ def _attend_to_key_tiles(
 
 
 @triton.jit
+def _key_tiles_of_query_block(
+    block_start, batch, key_lengths, query_len, key_len, causal_offset,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    HAS_KEY_LENGTHS: tl.constexpr,
+):
+    """Which keys the query block starting at row ``block_start`` visits: ``(keys_visible, full_tiles_end)``.
+
+    Tiles past the last key that any of its rows may see (``keys_visible``)
+    are skipped, not masked: with a causal mask that is about half of all
+    tiles, with key lengths everything past the padding. Tiles before
+    ``full_tiles_end`` are seen whole by every row of the block.
+    """
+    keys_visible = key_len
+    if HAS_KEY_LENGTHS:
+        keys_visible = tl.minimum(keys_visible, tl.load(key_lengths + batch))
+    full_tiles_end = (keys_visible // BLOCK_N) * BLOCK_N
+    if IS_CAUSAL:
+        # Row i sees keys j <= i + causal_offset: the block's last real row sees the most ...
+        last_row = tl.minimum(block_start + BLOCK_M, query_len) - 1
+        keys_visible = tl.minimum(keys_visible, tl.maximum(last_row + causal_offset + 1, 0))
+        # ... and its first row the fewest.
+        first_row_sees = tl.maximum(block_start + causal_offset + 1, 0)
+        full_tiles_end = tl.minimum(full_tiles_end, (first_row_sees // BLOCK_N) * BLOCK_N)
+    return keys_visible, full_tiles_end
+
+
+@triton.jit
 def attention_forward_kernel(
     query, key, value, output, log_sum_exp, mask, key_lengths,
     stride_qb, stride_qh, stride_ql,
@@ -172,21 +199,10 @@ def attention_forward_kernel(
     q_ptrs = q_block + tile_rows[:, None] * stride_ql + dims[None, :]
     q = tl.load(q_ptrs, mask=(rows[:, None] < query_len) & (dims[None, :] < HEAD_DIM), other=0.0)
 
-    # Which keys the block visits. Tiles past the last key that any of its
-    # rows may see are skipped, not masked: with a causal mask that is about
-    # half of all tiles, with key lengths everything past the padding.
-    keys_visible = key_len
-    if HAS_KEY_LENGTHS:
-        keys_visible = tl.minimum(keys_visible, tl.load(key_lengths + batch))
-    # Tiles before full_tiles_end are seen whole by every row of the block.
-    full_tiles_end = (keys_visible // BLOCK_N) * BLOCK_N
-    if IS_CAUSAL:
-        # Row i sees keys j <= i + causal_offset: the block's last real row sees the most ...
-        last_row = tl.minimum(block_start + BLOCK_M, query_len) - 1
-        keys_visible = tl.minimum(keys_visible, tl.maximum(last_row + causal_offset + 1, 0))
-        # ... and its first row the fewest.
-        first_row_sees = tl.maximum(block_start + causal_offset + 1, 0)
-        full_tiles_end = tl.minimum(full_tiles_end, (first_row_sees // BLOCK_N) * BLOCK_N)
+    keys_visible, full_tiles_end = _key_tiles_of_query_block(
+        block_start, batch, key_lengths, query_len, key_len, causal_offset,
+        BLOCK_M, BLOCK_N, IS_CAUSAL, HAS_KEY_LENGTHS,
+    )
 
     # State per query row before any key: m = -inf, l = 0, acc = 0, all fp32.
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)

@@ -32,6 +32,8 @@ MAX_BLOCK = 256
 INT32_MAX = 2**31 - 1
 ON_THE_CPU = ("on the CPU the kernel runs only in Triton's interpreter, slowly, for validation: with "
               "TRITON_INTERPRET=1 set before Triton is first imported, backend='fused' runs it")
+
+
 @functools.lru_cache(maxsize=None)
 def triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
