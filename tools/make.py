@@ -1,0 +1,278 @@
+"""The README's two commands, on any platform: create the book's environment, then build or test.
+
+    python tools/make.py book    # what `make book` runs: .venv, then the HTML book in _build/html
+    python tools/make.py test    # what `make test` runs: .venv, then every test
+    python tools/make.py env     # only create or update .venv
+
+Where torch comes from is chosen with --torch (or the TORCH environment variable):
+
+    cpu   (default) the CPU build of the pinned torch. On Linux it comes from PyPI's CPU wheel
+          index (download.pytorch.org/whl/cpu), because PyPI's own Linux wheels are CUDA builds
+          that pull several GB of CUDA libraries; if that index cannot be reached, the package
+          index pip is configured with is used only if it offers a CPU build. On macOS and
+          Windows PyPI's build is the CPU one.
+    cuda  the pinned torch as the package index serves it: on Linux the CUDA build (several GB).
+    env   the torch already installed for the Python that runs this script (a CUDA machine,
+          a conda environment): .venv is created with access to that Python's packages, and
+          neither torch nor its Triton is installed or replaced.
+
+Triton is installed only where it publishes wheels (Linux, requirements.txt's marker); elsewhere
+the chapters' and tests' Triton parts are skipped with their reason.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIREMENTS = ROOT / "requirements.txt"
+# requires-python in pyproject.toml; tools/resolve.py checks each version on every platform
+SUPPORTED_PYTHONS = ((3, 10), (3, 14))
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_SOURCES = ("cpu", "cuda", "env")
+# a CUDA build of torch declares these among its dependencies; a CPU build declares none
+CUDA_DEPENDENCY_PREFIXES = ("nvidia-", "cuda-")
+
+
+def say(message: str) -> None:
+    print(f"[tools/make.py] {message}", flush=True)
+
+
+def fail(message: str) -> SystemExit:
+    return SystemExit(f"[tools/make.py] error: {message}")
+
+
+def check_python(version: tuple[int, int] = tuple(sys.version_info[:2])) -> None:
+    low, high = SUPPORTED_PYTHONS
+    if not low <= version <= high:
+        raise fail(f"Python {version[0]}.{version[1]} runs this script; the book needs Python "
+                   f"{low[0]}.{low[1]} to {high[0]}.{high[1]}. Run it with one of those, e.g. "
+                   f"`make test PYTHON=python3.12` or `py -3.12 tools/make.py test`.")
+
+
+def venv_file(venv: Path, name: str) -> Path:
+    """An executable inside the environment: bin/ on Linux and macOS, Scripts/ on Windows."""
+    if os.name == "nt":
+        return venv / "Scripts" / (name + ".exe")
+    return venv / "bin" / name
+
+
+def run(*command: str | Path, env: dict[str, str] | None = None) -> None:
+    completed = subprocess.run([str(part) for part in command], cwd=ROOT, env=env)
+    if completed.returncode:
+        raise SystemExit(completed.returncode)
+
+
+def pip(venv: Path, *args: str | Path) -> None:
+    run(venv_file(venv, "python"), "-m", "pip", "--disable-pip-version-check", "--quiet", *args)
+
+
+def pinned_torch(requirements: str) -> str:
+    """The version requirements.txt pins torch to, e.g. '2.13.0'."""
+    found = re.findall(r"^torch==([0-9][0-9.]*)\s*(?:#.*)?$", requirements, flags=re.M)
+    if len(found) != 1:
+        raise fail(f"requirements.txt must pin torch exactly once as torch==X.Y.Z; found {found}")
+    return found[0]
+
+
+def is_cuda_build(requires_dist: list[str]) -> bool:
+    """Whether a torch wheel's declared dependencies are those of a CUDA build."""
+    names = [re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower() for requirement in requires_dist]
+    return any(name.startswith(CUDA_DEPENDENCY_PREFIXES) for name in names)
+
+
+def index_reachable(url: str, timeout: float = 10.0) -> tuple[bool, str]:
+    """Whether an HTTP(S) index answers within ``timeout`` seconds, and if not, why."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return True, "reachable"
+    except (urllib.error.URLError, OSError) as error:
+        return False, str(getattr(error, "reason", error))
+
+
+def configured_index_torch(venv: Path, version: str) -> dict:
+    """What ``pip install torch==version`` would fetch from pip's configured index, without fetching it."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "report.json"
+        pip(venv, "install", "--dry-run", "--no-deps", "--ignore-installed", "--report", report,
+            f"torch=={version}")
+        [item] = json.loads(report.read_text())["install"]
+    return item
+
+
+def install_cpu_torch(venv: Path, version: str) -> None:
+    if not sys.platform.startswith("linux"):
+        say(f"torch {version}: the package index's build for {sys.platform} is the CPU one; "
+            "requirements.txt installs it")
+        return
+    reachable, why = index_reachable(f"{CPU_INDEX}/torch/")
+    if reachable:
+        say(f"installing torch {version}+cpu from PyPI's CPU wheel index ({CPU_INDEX}), about 190 MB")
+        pip(venv, "install", "--no-deps", "--index-url", CPU_INDEX, f"torch=={version}+cpu")
+        return
+    say(f"PyTorch's CPU wheel index cannot be reached ({why}); looking for a CPU build of "
+        f"torch {version} in the package index pip is configured with")
+    item = configured_index_torch(venv, version)
+    metadata, url = item["metadata"], item["download_info"]["url"]
+    if is_cuda_build(metadata.get("requires_dist", [])):
+        raise fail(
+            f"the package index offers only a CUDA build of torch {metadata['version']} for this machine "
+            f"({url.rsplit('/', 1)[-1]}), which pulls several GB of CUDA libraries. Either make "
+            f"{CPU_INDEX} reachable, or install torch yourself and rerun with TORCH=env, or accept "
+            "the CUDA build with TORCH=cuda.")
+    say(f"installing torch {metadata['version']} (a CPU build) from {url}")
+    pip(venv, "install", "--no-deps", url)
+
+
+def environment_torch(venv: Path) -> str:
+    """The version of the torch that TORCH=env keeps; fails when there is none."""
+    found = subprocess.run([str(venv_file(venv, "python")), "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True)
+    if found.returncode:
+        raise fail(f"TORCH=env keeps the torch installed for {sys.executable}, but it has none "
+                   f"({found.stderr.strip().splitlines()[-1] if found.stderr.strip() else 'import failed'}). "
+                   "Install torch there first, or use TORCH=cpu.")
+    return found.stdout.strip()
+
+
+def requirements_keeping(torch_version: str, triton_installed: bool, requirements: str) -> str:
+    """requirements.txt for TORCH=env: torch held at the installed version, and Triton left as it is
+    when one is installed (a CUDA build of torch pins the Triton it was built with)."""
+    kept = []
+    for line in requirements.splitlines():
+        name = re.split(r"[\s;<>=!~\[]", line.strip(), maxsplit=1)[0].lower()
+        if name == "torch" or (name == "triton" and triton_installed):
+            continue
+        kept.append(line)
+    kept.append(f"torch=={torch_version}")
+    return "\n".join(kept) + "\n"
+
+
+def has_module(venv: Path, name: str) -> bool:
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({name!r}) is None)"
+    return subprocess.run([str(venv_file(venv, "python")), "-c", code]).returncode == 0
+
+
+def stamp_of(torch_source: str) -> str:
+    digest = hashlib.sha256()
+    for path in (REQUIREMENTS, ROOT / "pyproject.toml", Path(__file__)):
+        digest.update(path.read_bytes())
+    return json.dumps({"torch": torch_source, "python": sys.version.split()[0], "inputs": digest.hexdigest()})
+
+
+def create_venv(venv: Path, torch_source: str) -> None:
+    """Create or update ``venv``; skipped when its inputs have not changed since the last install."""
+    check_python()
+    stamp = venv / ".installed"
+    wanted = stamp_of(torch_source)
+    if stamp.is_file() and stamp.read_text() == wanted:
+        return
+    if venv.exists():
+        say(f"{venv.name} was made from other requirements, another Python or another TORCH: making it anew")
+        shutil.rmtree(venv)
+    started = time.monotonic()
+    say(f"creating {venv} with Python {sys.version.split()[0]} ({sys.executable}), torch source: {torch_source}")
+    flags = ["--system-site-packages"] if torch_source == "env" else []
+    created = subprocess.run([sys.executable, "-m", "venv", *flags, str(venv)])
+    if created.returncode:
+        raise fail("`python -m venv` failed. On Debian and Ubuntu it needs the python3-venv package "
+                   "(sudo apt install python3-venv, or python3.X-venv for your version).")
+    pip(venv, "install", "--upgrade", "pip")
+    requirements = REQUIREMENTS.read_text()
+    version = pinned_torch(requirements)
+    if torch_source == "env":
+        kept = environment_torch(venv)
+        say(f"keeping the installed torch {kept}; the chapters' stored outputs were made with torch {version}")
+        with tempfile.TemporaryDirectory() as folder:
+            adjusted = Path(folder) / "requirements.txt"
+            adjusted.write_text(requirements_keeping(kept, has_module(venv, "triton"), requirements))
+            pip(venv, "install", "-r", adjusted)
+    else:
+        if torch_source == "cpu":
+            install_cpu_torch(venv, version)
+        say("installing requirements.txt (the chapters' pinned packages, the book's build and test tools)")
+        pip(venv, "install", "-r", REQUIREMENTS)
+    pip(venv, "install", "--no-deps", "-e", ROOT)
+    run(venv_file(venv, "python"), "-c", SUMMARY)
+    stamp.write_text(wanted)
+    say(f"{venv.name} ready in {time.monotonic() - started:.0f} s")
+
+
+SUMMARY = """
+import importlib.util, platform, torch, jupyter_book, pytest
+build = "CUDA " + torch.version.cuda if torch.version.cuda else "CPU"
+if importlib.util.find_spec("triton"):
+    import importlib.metadata
+    triton = "Triton " + importlib.metadata.version("triton")
+else:
+    triton = f"no Triton (it has no wheels for {platform.system()}): its chapter cells and tests are skipped"
+print(f"[tools/make.py] torch {torch.__version__} ({build} build), {triton}")
+"""
+
+
+def install_browser() -> None:
+    """The book's browser test needs Debian's chromium: as root on Debian, install it when missing."""
+    if shutil.which("chromium"):
+        return
+    if getattr(os, "geteuid", lambda: 1)() == 0 and shutil.which("apt-get"):
+        say("installing Debian's chromium for the browser test of the book")
+        quiet = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+            if subprocess.run(command, env=quiet, stdout=subprocess.DEVNULL).returncode:
+                break
+        else:
+            return
+    say("chromium not installed: the browser test of the book will be skipped")
+
+
+def second_environment(venv: Path) -> dict[str, str]:
+    """tests/second_environment.py's variables (NAME=value lines) on top of this environment."""
+    printed = subprocess.run([str(venv_file(venv, "python")), "tests/second_environment.py"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    return {**os.environ, **dict(line.split("=", 1) for line in printed.split())}
+
+
+def book(venv: Path) -> None:
+    run(venv_file(venv, "jupyter-book"), "build", ".", "-W", "-n", "--keep-going")
+    say("the book is in _build/html/index.html")
+
+
+def test(venv: Path) -> None:
+    install_browser()
+    python = venv_file(venv, "python")
+    run(python, "-m", "pytest")
+    # The chapters once more in a second numeric environment (NumPy, ATen, MKL and oneDNN held to
+    # baseline vector code, one thread): a stored output that depends on the CPU fails here, not on
+    # a reader's machine.
+    run(python, "-m", "pytest", "chapters", "-p", "no:cacheprovider", env=second_environment(venv))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("env", "book", "test"))
+    parser.add_argument("--torch", default=os.environ.get("TORCH") or "cpu", choices=TORCH_SOURCES,
+                        help="where torch comes from (default: $TORCH, else cpu)")
+    parser.add_argument("--venv", type=Path, default=Path(os.environ.get("VENV") or ROOT / ".venv"),
+                        help="the environment to create and use (default: $VENV, else .venv)")
+    args = parser.parse_args(argv)
+    venv = args.venv if args.venv.is_absolute() else ROOT / args.venv
+    create_venv(venv, args.torch)
+    if args.command == "book":
+        book(venv)
+    elif args.command == "test":
+        test(venv)
+
+
+if __name__ == "__main__":
+    main()
