@@ -9,6 +9,8 @@ compiler runs once, in a child process (``attnlib.fused.compile_report``), becau
 this test process may have Triton in interpreting mode (test_fused_interpreter.py).
 With pytest-xdist, ``--dist loadfile`` keeps that to one child process.
 """
+import importlib.metadata
+
 import pytest
 import torch
 
@@ -52,10 +54,26 @@ def test_compiles_within_the_shared_memory_of_its_gpu(case, reports):
     assert 0 < report.shared_memory <= fused_compile.SHARED_MEMORY_LIMITS[case.capability]
 
 
+#: Spills measured with one Triton release and not with 3.6.0, 3.8.0 or 3.9.0: (version, case) ->
+#: (stored, loaded) bytes. 3.7.1 is the Triton that PyPI's CUDA build of torch 2.13.0 requires.
+#: The autotuner times such a candidate against the others, so it costs speed, never correctness.
+KNOWN_SPILLS = {
+    ("3.7.1", "sm_80-float16-d128-64x64-w4-s3"): (8, 4),
+    ("3.7.1", "sm_80-bfloat16-d128-64x64-w4-s3"): (8, 4),
+}
+
+
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_no_register_spills(case, reports):
     report = reports[str(case)]
-    assert (report.spill_stores, report.spill_loads) == (0, 0), f"{report.registers} registers"
+    spills = (report.spill_stores, report.spill_loads)
+    triton = importlib.metadata.version("triton")
+    known = KNOWN_SPILLS.get((triton, str(case)))
+    if known is not None:
+        assert spills == known, f"Triton {triton} no longer spills {known}: {spills}"
+        pytest.xfail(f"Triton {triton} spills {known} bytes here at "
+                     f"{report.registers} registers; 3.6.0, 3.8.0 and 3.9.0 do not")
+    assert spills == (0, 0), f"{report.registers} registers"
 
 
 @pytest.mark.parametrize("case", TENSOR_CORE_CASES, ids=str)

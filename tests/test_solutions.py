@@ -3,8 +3,10 @@
 A student who copies a solution into the chapter's notebook must get no
 error, and ``attnlib.exercises.check`` must call the solution correct.
 """
+import importlib.util
 import json
 import pathlib
+import platform
 import re
 
 import nbformat
@@ -15,6 +17,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
 SOLUTION = re.compile(r"^(`{3,}|:{3,})\{solution\}\s*(\S+).*?^\1[ \t]*$", re.M | re.S)
 PYTHON_BLOCK = re.compile(r"^```(?:python|ipython3?)\n(.*?)^```", re.M | re.S)
+# a solution that calls attnlib's Triton kernel (fused.attention, backend="fused")
+RUNS_TRITON = re.compile(r"\bfused\.|backend=[\"']fused[\"']")
+TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 
 
 def solution_blocks(notebook: dict) -> list[tuple[str, str]]:
@@ -33,6 +38,8 @@ def test_solutions_run_and_pass_their_checks(path):
     blocks = solution_blocks(json.loads(path.read_text()))
     if not blocks:
         pytest.skip(f"{path.name} has no code in its solutions")
+    left_out = [label for label, code in blocks if not TRITON_INSTALLED and RUNS_TRITON.search(code)]
+    blocks = [(label, code) for label, code in blocks if label not in left_out]
     first_solution = len(notebook.cells)
     notebook.cells += [nbformat.v4.new_code_cell(code) for _, code in blocks]
     NotebookClient(notebook, timeout=300, kernel_name="python3",
@@ -40,3 +47,7 @@ def test_solutions_run_and_pass_their_checks(path):
     for (label, _), cell in zip(blocks, notebook.cells[first_solution:]):
         text = "".join(out.get("text", "") for out in cell.outputs if out.get("output_type") == "stream")
         assert "not yet" not in text, f"{label}: {text}"
+    if left_out:
+        missing = "Triton is not installed" if platform.system() == "Linux" else \
+            f"Triton publishes no wheels for {platform.system()}"
+        pytest.skip(f"{len(blocks)} solutions passed; {', '.join(left_out)} run Triton's kernel and {missing}")
