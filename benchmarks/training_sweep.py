@@ -1,7 +1,7 @@
 """Chapter 10's training sweep: does the scale on q . k matter once the model trains?
 
     python benchmarks/training_sweep.py              # the 72-run sweep, one worker per core
-    python benchmarks/training_sweep.py controls     # the 19 control runs, one worker (~20 min)
+    python benchmarks/training_sweep.py controls     # the 66 control runs, one worker (~10-20 min)
 
 Trains :class:`attnlib.training.CopyTransformer` on the copy task
 (``attnlib.training.CopyTask()``: 16 random tokens of 16, a separator, the
@@ -18,12 +18,12 @@ the three widths (LeCun init, LayerNorm): 72 runs.
 Each run is 400 steps of batch 32 on fresh data, logged every 10 steps. The
 runs are spread over one worker process per core, one thread each.
 
-The controls (``controls_grid``) test two readings of the sweep, all with
-Adam, seed 0, LeCun init: Post-LN blocks (the original transformer's, where
-the source's LayerNorm claim was made) under the three rules; the values'
-width held at 64 while ``head_dim`` changes (is a wider head's advantage the
-scale or the capacity?); and the matching Pre-LN and no-LayerNorm runs of the
-sweep again, now logging per-coordinate variances and weight norms.
+The controls (``controls_grid``) test two readings of the sweep, with Adam:
+Post-LN blocks (the original transformer's, where the source's LayerNorm
+claim was made) under the three rules; the values' width held at 64 while
+``head_dim`` changes (is a wider head's advantage the scale or the
+capacity?); and the sweep's Pre-LN and no-LayerNorm runs with LeCun init
+again, now logging per-coordinate variances and weight norms.
 They are written to ``attnlib/results/training_controls.json``.
 
 Writes ``attnlib/results/training_sweep.json``: the machine and date, the
@@ -83,17 +83,25 @@ def grid() -> list[dict]:
 
 
 def controls_grid() -> list[dict]:
-    """The control runs: Post-LN under every rule; values 64 wide; Pre-LN and no LN again."""
-    def run(rule, head_dim, **changes):
-        config = dict(scale_rule=rule, head_dim=head_dim, init="lecun", **changes)
-        return dict(config=config, optimizer="adam", seed=0)
+    """The control runs, all with Adam.
 
-    runs = [run(rule, head_dim, post_ln=True)
-            for rule, head_dim in itertools.product(training.SCALE_RULES, HEAD_DIMS)]
-    runs += [run(rule, head_dim, value_dim=64)
-             for rule, head_dim in itertools.product(("1/sqrt(d)", "1"), (16, 256))]
-    runs += [run(rule, head_dim) for rule, head_dim in itertools.product(("1/sqrt(d)", "1"), (16, 256))]
-    runs += [run(rule, 256, layernorm=False) for rule in ("1/sqrt(d)", "1")]
+    Post-LN under every rule, width and init, seeds 0 and 1; values held 64
+    wide under every rule at head_dim 16 and 256, LeCun init, seeds 0 and 1;
+    Pre-LN and no LayerNorm again (LeCun, seed 0), now logging per-coordinate
+    variances and weight norms.
+    """
+    def run(rule, head_dim, init="lecun", seed=0, **changes):
+        return dict(config=dict(scale_rule=rule, head_dim=head_dim, init=init, **changes),
+                    optimizer="adam", seed=seed)
+
+    rules_and_widths = list(itertools.product(training.SCALE_RULES, HEAD_DIMS))
+    runs = [run(rule, head_dim, init, seed, post_ln=True)
+            for (rule, head_dim), init, seed in itertools.product(rules_and_widths,
+                                                                  training.INITS, (0, 1))]
+    runs += [run(rule, head_dim, seed=seed, value_dim=64)
+             for rule, head_dim, seed in itertools.product(training.SCALE_RULES, (16, 256), (0, 1))]
+    runs += [run(rule, head_dim, layernorm=layernorm)
+             for (rule, head_dim), layernorm in itertools.product(rules_and_widths, (True, False))]
     return runs
 
 
