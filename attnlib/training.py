@@ -155,7 +155,8 @@ class ModelConfig:
         _check_bool("layernorm", self.layernorm)
         _check_bool("qk_norm", self.qk_norm)
         if _check_bool("post_ln", self.post_ln) and not self.layernorm:
-            raise ValueError("post_ln=True needs layernorm=True: a Post-LN block is normalised")
+            raise ValueError("post_ln=True needs layernorm=True (a Post-LN block is normalised), "
+                             f"got layernorm={self.layernorm!r}")
         if self.value_dim is not None:
             _check_positive_int("value_dim", self.value_dim)
 
