@@ -351,6 +351,10 @@ class TrainingLog:
     CURVES = ("loss", "copy_loss", "random_loss", "grad_q", "grad_k", "weight_q", "weight_k",
               "var_q", "var_k", "var_qk_over_d", "max_abs_logit", "entropy", "max_weight")
 
+    def first_step_below(self, threshold: float) -> int | None:
+        """The first logged step whose copy loss is below ``threshold``, or None."""
+        return next((s for s, c in zip(self.step, self.copy_loss) if c < threshold), None)
+
     def as_dict(self) -> dict:
         return {"config": dataclasses.asdict(self.config), "step": self.step,
                 **{name: getattr(self, name) for name in self.CURVES}}

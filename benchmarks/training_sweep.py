@@ -112,10 +112,6 @@ def commit() -> str:
     return git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain") else "")
 
 
-def first_step_below(log: training.TrainingLog, threshold: float):
-    return next((s for s, c in zip(log.step, log.copy_loss) if c < threshold), None)
-
-
 def _significant(x: float) -> float:
     return float(f"{x:.4g}") if math.isfinite(x) else str(x)
 
@@ -132,7 +128,7 @@ def run_one(run: dict) -> dict:
         **run,
         "config": dataclasses.asdict(config),
         "scale": config.scale,
-        "first_step_copy_loss_below": {str(t): first_step_below(log, t) for t in THRESHOLDS},
+        "first_step_copy_loss_below": {str(t): log.first_step_below(t) for t in THRESHOLDS},
         "wall_seconds": round(time.perf_counter() - start, 2),
         "curves": {name: [_significant(curves[name][i]) if name != "step" else curves[name][i]
                           for i in kept] for name in ("step",) + training.TrainingLog.CURVES},

@@ -140,6 +140,11 @@ def test_a_short_run_learns_to_copy():
     assert log.random_loss[-1] > ln_v - 0.3  # no model beats ln V on the random half
     assert all(len(getattr(log, name)) == 5 for name in training.TrainingLog.CURVES)
     assert all(g > 0 for g in log.grad_q + log.grad_k)
+    # every logged copy loss lies in (0, 10): the first step below 10 is step 0, none is below 0
+    assert log.first_step_below(10.0) == 0 and log.first_step_below(0.0) is None
+    below_half = log.first_step_below(0.5)
+    assert log.copy_loss[log.step.index(below_half)] < 0.5
+    assert all(c >= 0.5 for s, c in zip(log.step, log.copy_loss) if s < below_half)
 
 
 def test_the_logged_gradient_norm_is_that_of_w_q():
