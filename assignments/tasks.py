@@ -311,6 +311,14 @@ answer = values.grad"""),
          numbers="Use {heads} heads and L = S = {length}.",
          solution="""\
 answer = (4 * {heads} * {length} * {length}, 4 * {heads} * {length})"""),
+    Task("ex-10-tau-divided", solution="""\
+def start(rule):  # |grad W_q| at step 0 over tau, for the Adam run, seed 0, d_k 256, LeCun, LayerNorm
+    [r] = [r for r in stored_results.load("training_sweep.json")["runs"]
+           if r["optimizer"] == "adam" and r["seed"] == 0 and r["config"]["scale_rule"] == rule
+           and r["config"]["head_dim"] == 256 and r["config"]["init"] == "lecun"
+           and r["config"]["layernorm"] and not r["config"]["qk_norm"]]
+    return r["curves"]["grad_q"][0] / r["scale"]
+answer = start("1") / start("1/sqrt(d)")"""),
     Task("ex-11-causal-work", book={"n": 32, "ranks": 4},
          variants=({"n": 64, "ranks": 4}, {"n": 48, "ranks": 4}, {"n": 16, "ranks": 4}),
          numbers="Use n = {n} positions on W = {ranks} ranks.",
