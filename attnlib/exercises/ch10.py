@@ -150,21 +150,22 @@ def _stored_bytes(answer):
     return True, "P grows with L x S, the log-sum-exp with L: S times smaller."
 
 
-def _gradient_at_start(rule: str) -> tuple[float, float]:
-    """``(|grad W_q| at step 0, tau)`` of the sweep's Adam run, seed 0, head_dim 256, LeCun, LayerNorm."""
-    [run] = [r for r in stored_results.load("training_sweep.json")["runs"]
-             if r["optimizer"] == "adam" and r["seed"] == 0 and r["config"]["scale_rule"] == rule
-             and r["config"]["head_dim"] == 256 and r["config"]["init"] == "lecun"
-             and r["config"]["layernorm"] and not r["config"]["qk_norm"]]
-    return run["curves"]["grad_q"][0], run["scale"]
-
-
 @checker("ex-10-tau-divided",
          "a number: (|grad W_q| / tau without a scale) / (|grad W_q| / tau under 1/sqrt(d)) at step 0 of "
          "the stored Adam runs, seed 0, head_dim 256, LeCun init, LayerNorm")
 def _tau_divided(answer):
     got = as_number(answer, "answer")
-    (unscaled, tau_unscaled), (scaled, tau_scaled) = map(_gradient_at_start, ("1", "1/sqrt(d)"))
+    runs = stored_results.load("training_sweep.json")["runs"]
+
+    def at_start(rule):
+        # (|grad W_q| at step 0, tau) of the Adam run, seed 0, head_dim 256, LeCun, LayerNorm
+        [run] = [r for r in runs if r["optimizer"] == "adam" and r["seed"] == 0
+                 and r["config"]["scale_rule"] == rule and r["config"]["head_dim"] == 256
+                 and r["config"]["init"] == "lecun" and r["config"]["layernorm"]
+                 and not r["config"]["qk_norm"]]
+        return run["curves"]["grad_q"][0], run["scale"]
+
+    (unscaled, tau_unscaled), (scaled, tau_scaled) = at_start("1"), at_start("1/sqrt(d)")
     expected = (unscaled / tau_unscaled) / (scaled / tau_scaled)
     if math.isclose(got, expected, rel_tol=1e-6):
         return True, ("with the factor tau divided out, the gradient that reaches the scores is smaller "

@@ -78,20 +78,16 @@ def _backward_bytes(answer):
     return False, f"{got:.4g} is not the ratio; count the bytes per element of K, V, dK and dV."
 
 
-def _merge_problem():
-    """The exercise's q (3, 8), k (10, 8), v (10, 4), float64, drawn in that order from seed 0."""
-    generator = torch.Generator().manual_seed(0)
-    return [torch.randn(n, width, generator=generator, dtype=torch.float64)
-            for n, width in ((3, 8), (10, 8), (10, 4))]
-
-
 @checker("ex-11-merge-by-hand",
          "a pair (output, lse): the (3, 4) merged output and the (3,) log-sum-exp of the exercise's "
          "q, k, v (seed 0, float64), keys split into the first 4 and the last 6")
 def _merge_by_hand(answer):
     output, lse = answer
     got_output, got_lse = as_array(output, "output", (3, 4)), as_array(lse, "lse", (3,))
-    q, k, v = _merge_problem()
+    # the exercise's q, k, v: float64, drawn in that order from one generator of seed 0
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(n, width, generator=generator, dtype=torch.float64)
+               for n, width in ((3, 8), (10, 8), (10, 4)))
     scores = q @ k.T / np.sqrt(8)
     whole_lse = torch.logsumexp(scores, dim=-1).numpy()
     whole_output = (torch.softmax(scores, dim=-1) @ v).numpy()
