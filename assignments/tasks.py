@@ -311,6 +311,14 @@ answer = values.grad"""),
          numbers="Use {heads} heads and L = S = {length}.",
          solution="""\
 answer = (4 * {heads} * {length} * {length}, 4 * {heads} * {length})"""),
+    Task("ex-10-tau-divided", solution="""\
+def start(rule):  # |grad W_q| at step 0 over tau, for the Adam run, seed 0, d_k 256, LeCun, LayerNorm
+    [r] = [r for r in stored_results.load("training_sweep.json")["runs"]
+           if r["optimizer"] == "adam" and r["seed"] == 0 and r["config"]["scale_rule"] == rule
+           and r["config"]["head_dim"] == 256 and r["config"]["init"] == "lecun"
+           and r["config"]["layernorm"] and not r["config"]["qk_norm"]]
+    return r["curves"]["grad_q"][0] / r["scale"]
+answer = start("1") / start("1/sqrt(d)")"""),
     Task("ex-11-causal-work", book={"n": 32, "ranks": 4},
          variants=({"n": 64, "ranks": 4}, {"n": 48, "ranks": 4}, {"n": 16, "ranks": 4}),
          numbers="Use n = {n} positions on W = {ranks} ranks.",
@@ -333,6 +341,14 @@ answer = ({kv_heads} / 32) * 2 * flops / (2 * bandwidth)"""),
 forward_bytes = 2 + 2            # K and V in bfloat16, per element of a block
 backward_bytes = 2 + 2 + 4 + 4   # and dK, dV in float32
 answer = backward_bytes / forward_bytes"""),
+    Task("ex-11-merge-by-hand", solution="""\
+gen = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(n, width, generator=gen, dtype=torch.float64) for n, width in ((3, 8), (10, 8), (10, 4)))
+(out_a, lse_a), (out_b, lse_b) = (tiled.attention(q[None], k[None, keys], v[None, keys], return_lse=True)
+                                  for keys in (slice(0, 4), slice(4, 10)))
+lse = torch.logaddexp(lse_a, lse_b)  # eq. ring-merge: the union's log-sum-exp
+output = out_a * torch.exp(lse_a - lse)[..., None] + out_b * torch.exp(lse_b - lse)[..., None]
+answer = (output[0], lse[0])"""),
     Task("ex-12-correlated-variance", book={"rho": 0.5}, variants=({"rho": 0.3}, {"rho": 0.7}, {"rho": 0.9}),
          rtol=1e-6, numbers="Use the correlation {rho} inside each plane instead of 0.5.",
          solution="""\
@@ -355,10 +371,13 @@ answer = s.grad.clone()"""),
          variants=({"width": 64, "model": 4096, "heads": 32}, {"width": 512, "model": 5120, "heads": 40},
                    {"width": 128, "model": 3072, "heads": 16}),
          rtol=1e-6, numbers="Use heads of width {width} and d_model / h = {model} / {heads}: the scales are "
-                            "({model}/{heads})^-1/2, 1/{width} and 1, against 1/sqrt({width}).",
+                            "({model}/{heads})^-1/2, 8/{width} and 1, against 1/sqrt({width}).",
          solution="""\
 standard = 1 / math.sqrt({width})
-answer = [standard / ({model} / {heads}) ** -0.5, standard / (1 / {width}), standard / 1.0]"""),
+answer = [standard / ({model} / {heads}) ** -0.5, standard / (8 / {width}), standard / 1.0]"""),
+    Task("ex-12-mup-widths", solution="""\
+widths = np.array([32, 64, 128, 256, 512], dtype=float)
+answer = (1 / np.sqrt(widths)) / (8 / widths)  # T = (1/sqrt(d_k)) / scale"""),
 ]
 
 BY_LABEL = {task.label: task for task in TASKS}

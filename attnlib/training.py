@@ -23,12 +23,17 @@ LayerNorm and a linear read-out. What the experiments vary:
   deviation ``1/sqrt(3 fan_in)``) or ``"lecun"`` (normal, ``1/sqrt(fan_in)``);
 - ``layernorm``: the LayerNorm before attention, or none (the one before the
   MLP and the final one stay);
+- ``post_ln``: the original transformer's Post-LN block instead, each
+  sub-layer's LayerNorm applied after its residual sum (needs ``layernorm``);
+- ``value_dim``: the width of each head's values, ``head_dim`` unless given,
+  so that a control can change ``head_dim`` and hold the values fixed;
 - ``qk_norm``: RMS-normalise each head's ``q`` and ``k`` (with a learned gain
   per coordinate) before the product.
 
 :func:`train` runs Adam (or SGD) on fresh batches and logs, every ``log_every`` steps,
-the losses, the gradient norms at ``W_q`` and ``W_k`` and what the scores look
-like (:func:`attention_statistics`).
+the losses, the gradient norms at ``W_q`` and ``W_k``, those weights' norms, the
+per-coordinate variances of ``q`` and ``k`` and what the scores look like
+(:func:`attention_statistics`).
 """
 from __future__ import annotations
 
@@ -139,6 +144,8 @@ class ModelConfig:
     d_model: int = 64
     n_heads: int = 2
     n_layers: int = 2
+    post_ln: bool = False
+    value_dim: int | None = None
 
     def __post_init__(self):
         for name in ("head_dim", "d_model", "n_heads", "n_layers"):
@@ -147,6 +154,16 @@ class ModelConfig:
         _check_choice("init", self.init, INITS)
         _check_bool("layernorm", self.layernorm)
         _check_bool("qk_norm", self.qk_norm)
+        if _check_bool("post_ln", self.post_ln) and not self.layernorm:
+            raise ValueError("post_ln=True needs layernorm=True (a Post-LN block is normalised), "
+                             f"got layernorm={self.layernorm!r}")
+        if self.value_dim is not None:
+            _check_positive_int("value_dim", self.value_dim)
+
+    @property
+    def values_per_head(self) -> int:
+        """Width of each head's values: ``value_dim``, or ``head_dim`` when it is None."""
+        return self.head_dim if self.value_dim is None else self.value_dim
 
     @property
     def scale(self) -> float:
@@ -176,18 +193,19 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         width = config.n_heads * config.head_dim
+        value_width = config.n_heads * config.values_per_head
         self.n_heads, self.head_dim, self.scale = config.n_heads, config.head_dim, config.scale
         self.q_proj = nn.Linear(config.d_model, width, bias=False)
         self.k_proj = nn.Linear(config.d_model, width, bias=False)
-        self.v_proj = nn.Linear(config.d_model, width, bias=False)
-        self.out_proj = nn.Linear(width, config.d_model, bias=False)
+        self.v_proj = nn.Linear(config.d_model, value_width, bias=False)
+        self.out_proj = nn.Linear(value_width, config.d_model, bias=False)
         norm = RMSNorm if config.qk_norm else lambda width: nn.Identity()
         self.q_norm, self.k_norm = norm(config.head_dim), norm(config.head_dim)
         self.capture, self.captured = False, None
 
     def _heads(self, x):
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+        batch, length, width = x.shape
+        return x.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)
 
     def forward(self, x):
         q = self.q_norm(self._heads(self.q_proj(x)))
@@ -201,10 +219,15 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    """``x + attn(LN(x))`` (or ``x + attn(x)`` without ``layernorm``), then ``x + mlp(LN(x))``."""
+    """``x + attn(LN(x))`` (or ``x + attn(x)`` without ``layernorm``), then ``x + mlp(LN(x))``.
+
+    With ``post_ln`` (Vaswani et al.'s original block) ``LN(x + attn(x))``, then
+    ``LN(x + mlp(x))``: attention reads the previous block's normalised output.
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.post_ln = config.post_ln
         self.attn_norm = nn.LayerNorm(config.d_model) if config.layernorm else nn.Identity()
         self.attn = CausalSelfAttention(config)
         self.mlp_norm = nn.LayerNorm(config.d_model)
@@ -212,6 +235,9 @@ class Block(nn.Module):
                                  nn.Linear(4 * config.d_model, config.d_model))
 
     def forward(self, x):
+        if self.post_ln:
+            x = self.attn_norm(x + self.attn(x))
+            return self.mlp_norm(x + self.mlp(x))
         x = x + self.attn(self.attn_norm(x))
         return x + self.mlp(self.mlp_norm(x))
 
@@ -267,6 +293,9 @@ def attention_statistics(q, k, weights, scale: float) -> dict:
 
     - ``var_qk_over_d``: ``Var(q . k) / d`` of the raw dot products, 1 for
       independent unit-variance coordinates;
+    - ``var_q``, ``var_k``: the variance of each coordinate of ``q`` (of ``k``)
+      over all its rows (batch, heads, positions), averaged over the ``d``
+      coordinates: the unit-variance assumption of the ``1/sqrt(d)`` argument;
     - ``max_abs_logit``: the largest ``|scale * q . k|``;
     - ``entropy``: the mean over query rows of ``-sum_j a_ij ln a_ij`` (nats);
     - ``max_weight``: the mean over query rows of the largest weight.
@@ -274,8 +303,13 @@ def attention_statistics(q, k, weights, scale: float) -> dict:
     length, width = q.shape[-2], q.shape[-1]
     allowed = torch.ones(length, length, dtype=torch.bool).tril()
     dots = (q @ k.transpose(-1, -2))[..., allowed].double()
+    def mean_coordinate_variance(x):
+        return x.double().flatten(0, -2).var(0).mean().item()
+
     return {
         "var_qk_over_d": dots.var().item() / width,
+        "var_q": mean_coordinate_variance(q),
+        "var_k": mean_coordinate_variance(k),
         "max_abs_logit": scale * dots.abs().max().item(),
         "entropy": torch.special.entr(weights.double()).sum(-1).mean().item(),
         "max_weight": weights.amax(-1).double().mean().item(),
@@ -293,6 +327,7 @@ class TrainingLog:
 
     Losses are in nats per target. Gradient norms are the Frobenius norms of
     the loss's gradient at ``W_q`` and ``W_k``, taken together over layers;
+    ``weight_q`` and ``weight_k`` the Frobenius norms of those weights, likewise;
     the score statistics (see :func:`attention_statistics`) are the largest
     (``max_abs_logit``) or the mean (the others) over layers.
     """
@@ -304,21 +339,30 @@ class TrainingLog:
     random_loss: list = dataclasses.field(default_factory=list)
     grad_q: list = dataclasses.field(default_factory=list)
     grad_k: list = dataclasses.field(default_factory=list)
+    weight_q: list = dataclasses.field(default_factory=list)
+    weight_k: list = dataclasses.field(default_factory=list)
+    var_q: list = dataclasses.field(default_factory=list)
+    var_k: list = dataclasses.field(default_factory=list)
     var_qk_over_d: list = dataclasses.field(default_factory=list)
     max_abs_logit: list = dataclasses.field(default_factory=list)
     entropy: list = dataclasses.field(default_factory=list)
     max_weight: list = dataclasses.field(default_factory=list)
 
-    CURVES = ("loss", "copy_loss", "random_loss", "grad_q", "grad_k", "var_qk_over_d",
-              "max_abs_logit", "entropy", "max_weight")
+    CURVES = ("loss", "copy_loss", "random_loss", "grad_q", "grad_k", "weight_q", "weight_k",
+              "var_q", "var_k", "var_qk_over_d", "max_abs_logit", "entropy", "max_weight")
+
+    def first_step_below(self, threshold: float) -> int | None:
+        """The first logged step whose copy loss is below ``threshold``, or None."""
+        return next((s for s, c in zip(self.step, self.copy_loss) if c < threshold), None)
 
     def as_dict(self) -> dict:
         return {"config": dataclasses.asdict(self.config), "step": self.step,
                 **{name: getattr(self, name) for name in self.CURVES}}
 
 
-def _gradient_norm(parameters) -> float:
-    return math.sqrt(sum(p.grad.double().square().sum().item() for p in parameters))
+def _norm(tensors) -> float:
+    """Frobenius norm of several tensors taken together."""
+    return math.sqrt(sum(t.double().square().sum().item() for t in tensors))
 
 
 def _record(log: TrainingLog, step, model, task, per_target_loss):
@@ -328,9 +372,12 @@ def _record(log: TrainingLog, step, model, task, per_target_loss):
     log.loss.append(per_target_loss.mean().item())
     log.copy_loss.append(per_target_loss[:, task.copied()].mean().item())
     log.random_loss.append(per_target_loss[:, task.random_targets()].mean().item())
-    log.grad_q.append(_gradient_norm(layer.q_proj.weight for layer in layers))
-    log.grad_k.append(_gradient_norm(layer.k_proj.weight for layer in layers))
-    log.var_qk_over_d.append(sum(s["var_qk_over_d"] for s in stats) / len(stats))
+    log.grad_q.append(_norm(layer.q_proj.weight.grad for layer in layers))
+    log.grad_k.append(_norm(layer.k_proj.weight.grad for layer in layers))
+    log.weight_q.append(_norm(layer.q_proj.weight.detach() for layer in layers))
+    log.weight_k.append(_norm(layer.k_proj.weight.detach() for layer in layers))
+    for name in ("var_q", "var_k", "var_qk_over_d"):
+        getattr(log, name).append(sum(s[name] for s in stats) / len(stats))
     log.max_abs_logit.append(max(s["max_abs_logit"] for s in stats))
     log.entropy.append(sum(s["entropy"] for s in stats) / len(stats))
     log.max_weight.append(sum(s["max_weight"] for s in stats) / len(stats))

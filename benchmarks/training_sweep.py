@@ -1,6 +1,7 @@
 """Chapter 10's training sweep: does the scale on q . k matter once the model trains?
 
-    python benchmarks/training_sweep.py
+    python benchmarks/training_sweep.py              # the 72-run sweep, one worker per core
+    python benchmarks/training_sweep.py controls     # the 66 control runs, one worker (~10-20 min)
 
 Trains :class:`attnlib.training.CopyTransformer` on the copy task
 (``attnlib.training.CopyTask()``: 16 random tokens of 16, a separator, the
@@ -16,6 +17,14 @@ with Adam (seed 0; a second seed at head_dim 256), with SGD + momentum
 the three widths (LeCun init, LayerNorm): 72 runs.
 Each run is 400 steps of batch 32 on fresh data, logged every 10 steps. The
 runs are spread over one worker process per core, one thread each.
+
+The controls (``controls_grid``) test two readings of the sweep, with Adam:
+Post-LN blocks (the original transformer's, where the source's LayerNorm
+claim was made) under the three rules; the values' width held at 64 while
+``head_dim`` changes (is a wider head's advantage the scale or the
+capacity?); and the sweep's Pre-LN and no-LayerNorm runs with LeCun init
+again, now logging per-coordinate variances and weight norms.
+They are written to ``attnlib/results/training_controls.json``.
 
 Writes ``attnlib/results/training_sweep.json``: the machine and date, the
 task, the training settings, and per run its configuration, the first
@@ -33,6 +42,8 @@ import json
 import math
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 
 import torch
@@ -40,7 +51,8 @@ import torch
 from attnlib import stored_results, training
 from measure import machine
 
-RESULTS = stored_results.RESULTS / "training_sweep.json"
+RESULTS = {"sweep": stored_results.RESULTS / "training_sweep.json",
+           "controls": stored_results.RESULTS / "training_controls.json"}
 STEPS, BATCH, LOG_EVERY, STORED_EVERY = 400, 32, 10, 20
 THRESHOLDS = (1.0, 0.1)
 HEAD_DIMS = (16, 64, 256)
@@ -70,8 +82,34 @@ def grid() -> list[dict]:
     return runs
 
 
-def first_step_below(log: training.TrainingLog, threshold: float):
-    return next((s for s, c in zip(log.step, log.copy_loss) if c < threshold), None)
+def controls_grid() -> list[dict]:
+    """The control runs, all with Adam.
+
+    Post-LN under every rule, width and init, seeds 0 and 1; values held 64
+    wide under every rule at head_dim 16 and 256, LeCun init, seeds 0 and 1;
+    Pre-LN and no LayerNorm again (LeCun, seed 0), now logging per-coordinate
+    variances and weight norms.
+    """
+    def run(rule, head_dim, init="lecun", seed=0, **changes):
+        return dict(config=dict(scale_rule=rule, head_dim=head_dim, init=init, **changes),
+                    optimizer="adam", seed=seed)
+
+    rules_and_widths = list(itertools.product(training.SCALE_RULES, HEAD_DIMS))
+    runs = [run(rule, head_dim, init, seed, post_ln=True)
+            for (rule, head_dim), init, seed in itertools.product(rules_and_widths,
+                                                                  training.INITS, (0, 1))]
+    runs += [run(rule, head_dim, seed=seed, value_dim=64)
+             for rule, head_dim, seed in itertools.product(training.SCALE_RULES, (16, 256), (0, 1))]
+    runs += [run(rule, head_dim, layernorm=layernorm)
+             for (rule, head_dim), layernorm in itertools.product(rules_and_widths, (True, False))]
+    return runs
+
+
+def commit() -> str:
+    """The repository's commit, with ``+changes`` when the work tree differs from it."""
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+    return git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain") else "")
 
 
 def _significant(x: float) -> float:
@@ -90,17 +128,18 @@ def run_one(run: dict) -> dict:
         **run,
         "config": dataclasses.asdict(config),
         "scale": config.scale,
-        "first_step_copy_loss_below": {str(t): first_step_below(log, t) for t in THRESHOLDS},
+        "first_step_copy_loss_below": {str(t): log.first_step_below(t) for t in THRESHOLDS},
         "wall_seconds": round(time.perf_counter() - start, 2),
         "curves": {name: [_significant(curves[name][i]) if name != "step" else curves[name][i]
                           for i in kept] for name in ("step",) + training.TrainingLog.CURVES},
     }
 
 
-def main() -> None:
-    at_start = machine()
-    runs = grid()
-    workers = os.cpu_count() or 1
+def main(study: str = "sweep") -> None:
+    at_start = {**machine(), "commit": commit()}
+    runs = {"sweep": grid, "controls": controls_grid}[study]()
+    # the controls are a small study on a shared machine: one worker
+    workers = (os.cpu_count() or 1) if study == "sweep" else 1
     wall = time.perf_counter()
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
@@ -111,6 +150,7 @@ def main() -> None:
             print(f"[{done}/{len(runs)}] {result['optimizer']} seed {result['seed']} "
                   f"{c['scale_rule']:>9} d={c['head_dim']:<3} {c['init']:5} "
                   f"LN={c['layernorm']!s:5} QKnorm={c['qk_norm']!s:5} "
+                  f"postLN={c['post_ln']!s:5} d_v={c['value_dim']} "
                   f"copy loss {result['curves']['copy_loss'][-1]:.3f} "
                   f"({result['wall_seconds']:.0f} s)", flush=True)
     wall = time.perf_counter() - wall
@@ -127,10 +167,11 @@ def main() -> None:
                      "sgd_momentum": 0.9, "thresholds": list(THRESHOLDS)},
         "runs": results,
     }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(summary, separators=(",", ":")) + "\n")
-    print(f"{len(runs)} runs in {wall / 60:.1f} min on {workers} workers; wrote {RESULTS}")
+    results_file = RESULTS[study]
+    results_file.parent.mkdir(exist_ok=True)
+    results_file.write_text(json.dumps(summary, separators=(",", ":")) + "\n")
+    print(f"{len(runs)} runs in {wall / 60:.1f} min on {workers} workers; wrote {results_file}")
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:])

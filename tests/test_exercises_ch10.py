@@ -1,5 +1,7 @@
 """Chapter 10's checkers accept answers computed here and reject plausible mistakes with a hint."""
+import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -7,6 +9,8 @@ import sympy as sp
 import torch
 
 from attnlib import exercises
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 S = sp.symbols("s_1:4", real=True)
 G = sp.symbols("g_1:3", real=True)
@@ -154,3 +158,25 @@ def test_stored_bytes_accepts_the_counts():
 def test_stored_bytes_names_the_mistake(wrong, hint):
     feedback = exercises.check("ex-10-stored-bytes", wrong)
     assert not feedback and hint in feedback.message
+
+
+def _sweep_start(rule):
+    # (|grad W_q| at step 0, tau) of the stored Adam run, seed 0, head_dim 256, LeCun, LayerNorm
+    sweep = json.loads((ROOT / "attnlib" / "results" / "training_sweep.json").read_text())
+    [r] = [r for r in sweep["runs"] if r["optimizer"] == "adam" and r["seed"] == 0
+           and r["config"]["scale_rule"] == rule and r["config"]["head_dim"] == 256
+           and r["config"]["init"] == "lecun" and r["config"]["layernorm"] and not r["config"]["qk_norm"]]
+    return r["curves"]["grad_q"][0], 1.0 if rule == "1" else 256**-0.5
+
+
+def test_tau_divided_accepts_the_ratio_of_gradients_over_their_factors():
+    (unscaled, tau_1), (scaled, tau_sqrt) = _sweep_start("1"), _sweep_start("1/sqrt(d)")
+    assert exercises.check("ex-10-tau-divided", (unscaled / tau_1) / (scaled / tau_sqrt))
+
+
+def test_tau_divided_names_the_raw_ratio_and_the_inversion():
+    (unscaled, tau_1), (scaled, tau_sqrt) = _sweep_start("1"), _sweep_start("1/sqrt(d)")
+    raw = exercises.check("ex-10-tau-divided", unscaled / scaled)
+    assert not raw and "raw" in raw.message
+    inverted = exercises.check("ex-10-tau-divided", (scaled / tau_sqrt) / (unscaled / tau_1))
+    assert not inverted and "inverted" in inverted.message

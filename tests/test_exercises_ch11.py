@@ -4,7 +4,7 @@ import math
 import numpy as np
 import torch
 
-from attnlib import exercises, stored_results
+from attnlib import exercises, stored_results, tiled
 from attnlib.distributed import shard_positions
 
 
@@ -88,3 +88,26 @@ def test_backward_bytes_accepts_three_and_rejects_bfloat16_accumulators():
 def test_backward_bytes_rejects_inf():
     feedback = exercises.check("ex-11-backward-bytes", np.inf)
     assert not feedback and "finite" in feedback.message
+
+
+def _merge_inputs():
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randn(n, width, generator=generator, dtype=torch.float64)
+            for n, width in ((3, 8), (10, 8), (10, 4))]
+
+
+def test_merge_by_hand_accepts_one_call_over_all_keys():
+    q, k, v = _merge_inputs()
+    out, lse = tiled.attention(q[None], k[None], v[None], return_lse=True)
+    assert exercises.check("ex-11-merge-by-hand", (out[0], lse[0]))
+
+
+def test_merge_by_hand_names_the_plain_average_and_the_max():
+    q, k, v = _merge_inputs()
+    (out_a, lse_a), (out_b, lse_b) = (tiled.attention(q[None], k[None, b], v[None, b], return_lse=True)
+                                      for b in (slice(0, 4), slice(4, 10)))
+    right_lse = torch.logaddexp(lse_a, lse_b)[0]
+    averaged = exercises.check("ex-11-merge-by-hand", ((out_a[0] + out_b[0]) / 2, right_lse))
+    assert not averaged and "average" in averaged.message
+    largest = exercises.check("ex-11-merge-by-hand", (out_a[0], torch.maximum(lse_a, lse_b)[0]))
+    assert not largest and "larger" in largest.message

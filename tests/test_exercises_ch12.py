@@ -33,7 +33,7 @@ def test_correlated_variance_names_the_single_angle():
 
 def test_correlated_variance_names_the_missing_division():
     feedback = exercises.check("ex-12-correlated-variance", [64 * r for r in correlated_variance_ratios()])
-    assert not feedback and "divide them by E" in feedback.message
+    assert not feedback and "divide them by d_k" in feedback.message
 
 
 def test_correlated_variance_names_independent_coordinates():
@@ -80,11 +80,11 @@ def test_softcap_slope_names_the_mistake(wrong, words):
 
 def test_temperatures_accept_the_ratios():
     standard = 1 / 16
-    assert exercises.check("ex-12-temperatures", [standard * math.sqrt(128), standard * 256, standard])
+    assert exercises.check("ex-12-temperatures", [standard * math.sqrt(128), standard * 256 / 8, standard])
 
 
 def test_temperatures_name_an_inversion_and_squares():
-    right = np.array([math.sqrt(128) / 16, 16.0, 1 / 16])
+    right = np.array([math.sqrt(128) / 16, 2.0, 1 / 16])
     inverted = exercises.check("ex-12-temperatures", 1 / right)
     assert not inverted and "inverted" in inverted.message
     squared = exercises.check("ex-12-temperatures", right**2)
@@ -95,6 +95,20 @@ def test_temperatures_name_an_inversion_and_squares():
 def test_non_finite_answers_are_turned_away(label):
     feedback = exercises.check(label, [1.0, float("nan"), 1.0])
     assert not feedback and "finite" in feedback.message
+
+
+def test_mup_widths_accept_sqrt_d_over_8():
+    # muP's 8/d_k against 1/sqrt(d_k): T = sqrt(d_k)/8, worked by hand: 1 at 64, 2 at 256
+    assert exercises.check("ex-12-mup-widths", [math.sqrt(32) / 8, 1.0, math.sqrt(2), 2.0, math.sqrt(8)])
+
+
+def test_mup_widths_name_the_plain_one_over_d_and_an_inversion():
+    plain = exercises.check("ex-12-mup-widths", [math.sqrt(d) for d in (32, 64, 128, 256, 512)])
+    assert not plain and "8/d_k" in plain.message
+    inverted = exercises.check("ex-12-mup-widths", [8 / math.sqrt(d) for d in (32, 64, 128, 256, 512)])
+    assert not inverted and "inverted" in inverted.message
+    wrong = exercises.check("ex-12-mup-widths", [1.0] * 5)
+    assert not wrong and "index (4,)" in wrong.message  # the widest head is furthest from 1
 
 
 def test_non_finite_entropy_is_turned_away():

@@ -39,11 +39,12 @@ def test_copy_task_layout_and_optimal_loss():
     assert task.optimal_loss() == pytest.approx(3 * math.log(5) / 8, rel=1e-12)
 
 
-@pytest.mark.parametrize("layernorm,qk_norm", [(True, False), (False, False), (True, True)])
-def test_a_future_token_does_not_change_earlier_logits(layernorm, qk_norm):
+@pytest.mark.parametrize("layernorm,qk_norm,post_ln", [(True, False, False), (False, False, False),
+                                                       (True, True, False), (True, False, True)])
+def test_a_future_token_does_not_change_earlier_logits(layernorm, qk_norm, post_ln):
     torch.manual_seed(0)
     task = CopyTask()
-    model = CopyTransformer(ModelConfig(layernorm=layernorm, qk_norm=qk_norm),
+    model = CopyTransformer(ModelConfig(layernorm=layernorm, qk_norm=qk_norm, post_ln=post_ln),
                             task.n_tokens, task.context)
     inputs, _ = task.batch(2, torch.Generator().manual_seed(1))
     changed = inputs.clone()
@@ -63,6 +64,41 @@ def test_initialisation_has_the_intended_standard_deviation(init, std_times_sqrt
     assert weight.std().item() * math.sqrt(64) == pytest.approx(std_times_sqrt_fan_in, rel=0.02)
     readout_bias = model.readout.bias
     assert (readout_bias == 0).all() == (init == "lecun")
+
+
+def test_post_ln_normalises_each_sublayer_output():
+    torch.manual_seed(0)
+    block = training.Block(ModelConfig(post_ln=True, d_model=64))
+    out = block(3 * torch.randn(2, 8, 64))
+    # a LayerNorm with its initial gain 1 and bias 0 is last: mean 0, variance 1 per token
+    assert out.mean(-1).abs().max() < 1e-5
+    assert out.var(-1, unbiased=False).sub(1).abs().max() < 1e-3
+
+
+def test_value_dim_sets_the_values_apart_from_queries_and_keys():
+    attn = training.CausalSelfAttention(ModelConfig(head_dim=256, value_dim=64, n_heads=2, d_model=64))
+    assert attn.q_proj.weight.shape == (512, 64) and attn.k_proj.weight.shape == (512, 64)
+    assert attn.v_proj.weight.shape == (128, 64) and attn.out_proj.weight.shape == (64, 128)
+    assert attn(torch.randn(1, 5, 64)).shape == (1, 5, 64)
+
+
+def test_per_coordinate_variances_of_scaled_vectors():
+    gen = torch.Generator().manual_seed(0)
+    q = 2.0 * torch.randn(4, 2, 64, 16, generator=gen, dtype=torch.float64)  # Var(q_i) = 4
+    k = 0.5 * torch.randn(4, 2, 64, 16, generator=gen, dtype=torch.float64)  # Var(k_i) = 1/4
+    stats = training.attention_statistics(q, k, torch.ones(4, 2, 64, 64) / 64, scale=0.25)
+    # 512 rows per coordinate: each sample variance within a few percent
+    assert stats["var_q"] == pytest.approx(4.0, rel=0.05)
+    assert stats["var_k"] == pytest.approx(0.25, rel=0.05)
+
+
+def test_the_logged_weight_norm_is_that_of_w_q_at_initialisation():
+    config = ModelConfig(head_dim=16, init="lecun")
+    log = training.train(config, steps=1, log_every=1, seed=2)
+    torch.manual_seed(2)
+    model = CopyTransformer(config, CopyTask().n_tokens, CopyTask().context)
+    expected = math.sqrt(sum(b.attn.q_proj.weight.square().sum().item() for b in model.blocks))
+    assert log.weight_q[0] == pytest.approx(expected, rel=1e-6)
 
 
 def test_statistics_of_uniform_attention():
@@ -104,6 +140,11 @@ def test_a_short_run_learns_to_copy():
     assert log.random_loss[-1] > ln_v - 0.3  # no model beats ln V on the random half
     assert all(len(getattr(log, name)) == 5 for name in training.TrainingLog.CURVES)
     assert all(g > 0 for g in log.grad_q + log.grad_k)
+    # every logged copy loss lies in (0, 10): the first step below 10 is step 0, none is below 0
+    assert log.first_step_below(10.0) == 0 and log.first_step_below(0.0) is None
+    below_half = log.first_step_below(0.5)
+    assert log.copy_loss[log.step.index(below_half)] < 0.5
+    assert all(c >= 0.5 for s, c in zip(log.step, log.copy_loss) if s < below_half)
 
 
 def test_the_logged_gradient_norm_is_that_of_w_q():
@@ -123,6 +164,8 @@ def test_the_logged_gradient_norm_is_that_of_w_q():
     (lambda: ModelConfig(head_dim=0), ValueError, "head_dim"),
     (lambda: ModelConfig(head_dim=1.5), TypeError, "head_dim"),
     (lambda: ModelConfig(layernorm="yes"), TypeError, "layernorm"),
+    (lambda: ModelConfig(layernorm=False, post_ln=True), ValueError, "post_ln"),
+    (lambda: ModelConfig(value_dim=0), ValueError, "value_dim"),
     (lambda: CopyTask(length=1), ValueError, "length"),
     (lambda: training.scale_for("1/d", -4), ValueError, "head_dim"),
     (lambda: training.train("config"), TypeError, "config"),

@@ -5,7 +5,8 @@ import numpy as np
 import sympy as sp
 import torch
 
-from . import UnreadableAnswer, as_array, checker, compare
+from .. import stored_results
+from . import UnreadableAnswer, as_array, as_number, checker, compare
 from .symbolic import as_expression
 
 _SCORES = sp.symbols("s_1:4", real=True)
@@ -147,3 +148,32 @@ def _stored_bytes(answer):
             return False, f"{name} looks like 2 bytes per number; the exercise keeps float32."
         return False, f"{name} does not match: heads x rows x columns x 4 bytes, P has L x S per head, lse L."
     return True, "P grows with L x S, the log-sum-exp with L: S times smaller."
+
+
+@checker("ex-10-tau-divided",
+         "a number: (|grad W_q| / tau without a scale) / (|grad W_q| / tau under 1/sqrt(d)) at step 0 of "
+         "the stored Adam runs, seed 0, head_dim 256, LeCun init, LayerNorm")
+def _tau_divided(answer):
+    got = as_number(answer, "answer")
+    runs = stored_results.load("training_sweep.json")["runs"]
+
+    def at_start(rule):
+        # (|grad W_q| at step 0, tau) of the Adam run, seed 0, head_dim 256, LeCun, LayerNorm
+        [run] = [r for r in runs if r["optimizer"] == "adam" and r["seed"] == 0
+                 and r["config"]["scale_rule"] == rule and r["config"]["head_dim"] == 256
+                 and r["config"]["init"] == "lecun" and r["config"]["layernorm"]
+                 and not r["config"]["qk_norm"]]
+        return run["curves"]["grad_q"][0], run["scale"]
+
+    (unscaled, tau_unscaled), (scaled, tau_scaled) = at_start("1"), at_start("1/sqrt(d)")
+    expected = (unscaled / tau_unscaled) / (scaled / tau_scaled)
+    if math.isclose(got, expected, rel_tol=1e-6):
+        return True, ("with the factor tau divided out, the gradient that reaches the scores is smaller "
+                      "without a scale: a saturated row passes less, as Chapter 4 said.")
+    if math.isclose(got, unscaled / scaled, rel_tol=1e-6):
+        return False, "that is the ratio of the raw norms; divide each by its own run's tau (its 'scale')."
+    if math.isclose(got, 1 / expected, rel_tol=1e-6):
+        return False, "that ratio is inverted: the run without a scale goes on top."
+    if math.isclose(got, (unscaled * tau_unscaled) / (scaled * tau_scaled), rel_tol=1e-6):
+        return False, "dW_q = tau X^T dZ K carries tau as a factor: divide by it, do not multiply."
+    return False, "that ratio does not match; take grad_q at step 0 and the scale of each of the two runs."

@@ -1,4 +1,7 @@
 """Checkers for the exercises of Chapter 11, Beyond one device."""
+import numpy as np
+import torch
+
 from .. import stored_results
 from . import as_array, as_number, checker
 
@@ -73,3 +76,32 @@ def _backward_bytes(answer):
     if _close(got, 1.5, 1e-6):
         return False, "the key and value blocks travel again in the backward pass, besides dK and dV."
     return False, f"{got:.4g} is not the ratio; count the bytes per element of K, V, dK and dV."
+
+
+@checker("ex-11-merge-by-hand",
+         "a pair (output, lse): the (3, 4) merged output and the (3,) log-sum-exp of the exercise's "
+         "q, k, v (seed 0, float64), keys split into the first 4 and the last 6")
+def _merge_by_hand(answer):
+    output, lse = answer
+    got_output, got_lse = as_array(output, "output", (3, 4)), as_array(lse, "lse", (3,))
+    # the exercise's q, k, v: float64, drawn in that order from one generator of seed 0
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(n, width, generator=generator, dtype=torch.float64)
+               for n, width in ((3, 8), (10, 8), (10, 4)))
+    scores = q @ k.T / np.sqrt(8)
+    whole_lse = torch.logsumexp(scores, dim=-1).numpy()
+    whole_output = (torch.softmax(scores, dim=-1) @ v).numpy()
+    blocks = [slice(0, 4), slice(4, 10)]
+    block_lse = [torch.logsumexp(scores[:, b], dim=-1).numpy() for b in blocks]
+    block_output = [(torch.softmax(scores[:, b], dim=-1) @ v[b]).numpy() for b in blocks]
+    if not np.allclose(got_lse, whole_lse, rtol=0, atol=1e-9):
+        if np.allclose(got_lse, np.maximum(*block_lse), rtol=0, atol=1e-9):
+            return False, ("lse is the larger of the two blocks' log-sum-exps; the union's is "
+                           "log(exp(lse_A) + exp(lse_B)).")
+        return False, "lse differs from the log-sum-exp of the scores over all ten keys."
+    if np.allclose(got_output, whole_output, rtol=0, atol=1e-9):
+        return True, "each block's output weighed by its share of the softmax mass: exactly one call."
+    if np.allclose(got_output, (block_output[0] + block_output[1]) / 2, rtol=0, atol=1e-9):
+        return False, ("the plain average gives each block half the weight; weigh each by "
+                       "exp(lse_block - lse).")
+    return False, "output differs from attention over all ten keys; weigh each block by exp(lse_block - lse)."

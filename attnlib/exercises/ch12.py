@@ -12,7 +12,7 @@ _CAP, _SCORES = 5.0, (0.0, 5.0, 15.0)
 
 
 @checker("ex-12-correlated-variance",
-         "three numbers: Var(q.k)/E at offsets 0, 1 and 100 for E = 64, base 10000 and correlation 0.5 "
+         "three numbers: Var(q.k)/d_k at offsets 0, 1 and 100 for d_k = 64, base 10000 and correlation 0.5 "
          "inside each plane")
 def _correlated_variance(answer):
     got = as_array(answer, "answer", (3,))
@@ -26,7 +26,7 @@ def _correlated_variance(answer):
     if np.allclose(got, single_angle, atol=1e-6):
         return False, "the variance depends on cos(2 phi), twice the plane's angle, not cos(phi)."
     if np.allclose(got, expected * _WIDTH, atol=1e-4):
-        return False, "those are variances of q.k; divide them by E."
+        return False, "those are variances of q.k; divide them by d_k."
     if np.allclose(got, 1.0, atol=1e-6):
         return False, "that is the variance with independent coordinates; the correlation rho enters each plane."
     return False, message
@@ -73,11 +73,11 @@ def _softcap_slope(answer):
 
 
 @checker("ex-12-temperatures",
-         "three numbers: T relative to 1/sqrt(256) for the scales (3072/24)^-1/2, 1/256 and 1")
+         "three numbers: T relative to 1/sqrt(256) for the scales (3072/24)^-1/2, 8/256 and 1")
 def _temperatures(answer):
     got = as_array(answer, "answer", (3,))
     standard = 1 / math.sqrt(256)
-    scales = np.array([(3072 / 24) ** -0.5, 1 / 256, 1.0])
+    scales = np.array([(3072 / 24) ** -0.5, 8 / 256, 1.0])
     expected = standard / scales
     passed, message = compare("the three temperatures", got, expected, 1e-9)
     if passed:
@@ -86,4 +86,23 @@ def _temperatures(answer):
         return False, "those are inverted: T divides the scores, T = (1/sqrt(d_k)) / scale."
     if np.allclose(got, expected**2, rtol=1e-9):
         return False, "those compare variances; a temperature compares the factors themselves."
+    return False, message
+
+
+_MUP_WIDTHS = (32, 64, 128, 256, 512)
+
+
+@checker("ex-12-mup-widths",
+         "five numbers: T relative to 1/sqrt(d_k) of muP's factor 8/d_k at d_k = 32, 64, 128, 256, 512")
+def _mup_widths(answer):
+    got = as_array(answer, "answer", (len(_MUP_WIDTHS),))
+    widths = np.array(_MUP_WIDTHS, dtype=float)
+    expected = (1 / np.sqrt(widths)) / (8 / widths)
+    passed, message = compare("the five temperatures", got, expected, 1e-6)
+    if passed:
+        return True, "muP's factor is the textbook one at d_k = 64 and differs from it by sqrt(d_k)/8 elsewhere."
+    if np.allclose(got, 1 / expected, rtol=1e-6):
+        return False, "those are inverted: T divides the scores, T = (1/sqrt(d_k)) / scale."
+    if np.allclose(got, np.sqrt(widths), rtol=1e-6):
+        return False, "that is the temperature of 1/d_k; muP's reference code multiplies the scores by 8/d_k."
     return False, message

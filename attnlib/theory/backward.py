@@ -1,8 +1,10 @@
 """The backward pass of attention, derived in SymPy from the softmax Jacobian.
 
-For one head, with ``Q (L, d)``, ``K (S, d)``, ``V (S, dv)``, the scores
-``S = scale * Q K^T``, the weights ``P = softmax(S)`` row by row, the output
-``O = P V`` and ``dO (L, dv)`` the gradient arriving at the output:
+For one head, with ``Q (L, d)``, ``K (S, d)``, ``V (S, dv)`` (``S`` keys), the
+scores ``Z = scale * Q K^T``, the weights ``P = softmax(Z)`` row by row, the
+output ``O = P V`` and ``dO (L, dv)`` the gradient arriving at the output
+(the names below, ``dS`` among them, are the code's: ``dS`` is the book's
+``dZ``, the gradient of the scores):
 
     dV = P^T dO                  (S, dv)
     dP = dO V^T                  (L, S)
@@ -81,7 +83,7 @@ def gradients_by_differentiation(symbols: dict[str, sp.Matrix]) -> dict[str, sp.
 
 
 def gradients_by_formulas(symbols: dict[str, sp.Matrix]) -> dict[str, sp.Matrix]:
-    """The five products of the module docstring, in order: ``dV, dP, D, dS, dQ, dK``.
+    """The steps of the module docstring, in order: ``dV, dP, D, dS, dQ, dK``.
 
     ``D`` is an ``(L, 1)`` column, subtracted from every entry of its row of ``dP``.
     """
