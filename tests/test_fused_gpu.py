@@ -4,6 +4,10 @@ Skipped where there is no CUDA GPU. Tolerance, as the kernel projects use it:
 ``err(fused) <= 2 * err(reference in the input dtype) + 1e-5``, both errors
 against float64, the reference being attnlib's naive path on the same GPU.
 
+The backward tests have ``grad`` or ``backward`` in their names, and the
+tests of offsets past 2**31 ``offsets_past_2_to_the_31``:
+``benchmarks/gpu_session.sh`` selects them by name, to run them first.
+
 Triton decides when it is first imported whether a process compiles or
 interprets (see attnlib.fused), and ``tests/test_fused_interpreter.py`` asks
 for the interpreter as soon as it is collected. So where this process
@@ -238,6 +242,24 @@ def test_batch_times_heads_above_65535_runs_in_slices():
     assert_within_tolerance(output, query, key, value, enable_gqa=True)
 
 
+def test_decoding_with_batch_times_kv_heads_above_65535_runs_in_slices():
+    query = randn(2100, 32, 1, 16, dtype=torch.float16, seed=0)  # 2100 x 32 = 67200 programs
+    key, value = (randn(2100, 32, 24, 16, dtype=torch.float16, seed=seed) for seed in (1, 2))
+    assert_within_tolerance(fused.decode(query, key, value), query, key, value)
+
+
+def test_decoding_reads_query_heads_past_2_to_the_31_elements():
+    """Three query heads 2**30 + 16 elements apart (the last-query slice of a long prefill): 4 GB."""
+    stride, width = 2**30 + 16, 64
+    buffer = torch.zeros(2 * stride + width, dtype=torch.float16, device="cuda")
+    query = buffer.as_strided((1, 3, 1, width), (0, stride, width, 1))
+    query.copy_(randn(1, 3, 1, width, dtype=torch.float16, seed=0))
+    key, value = (randn(1, 1, 1000, width, dtype=torch.float16, seed=seed) for seed in (1, 2))
+    output = fused.decode(query, key, value, enable_gqa=True)
+    assert torch.equal(output, fused.decode(query.contiguous(), key, value, enable_gqa=True))
+    assert_within_tolerance(output, query, key, value, enable_gqa=True)
+
+
 def test_more_query_heads_than_the_grid_allows_are_refused_by_name():
     q = randn(1, 65536, 1, 16, dtype=torch.float16, seed=0)
     with pytest.raises(ValueError, match="query heads must be at most 65535, got 65536"):
@@ -459,3 +481,22 @@ def test_offsets_past_2_to_the_31_elements():
     # (every row reads every key), since all 600000 would need 600000**2 scores.
     tail = slice(600000 - 1024, None)
     assert_within_tolerance(output[:, :, tail], query[:, :, tail], key, value)
+
+
+def test_gradients_at_offsets_past_2_to_the_31_elements():
+    """The same buffers, differentiated: query, key, value and grad_output are one head of four of them.
+
+    grad_output is 0 but in the last 1024 rows, so dK and dV are those of the
+    last 1024 queries alone and dQ is 0 above them: the references need
+    1024 x 600000 scores, not 600000**2. The kernels still read every row of
+    every input, the last 75712 past 2**31 elements. About 20 GB of GPU memory
+    for the buffers and 30 GB for the float64 reference.
+    """
+    buffers = [randn(1, 600000, 32, 128, dtype=torch.float16, seed=seed) for seed in range(4)]
+    query, key, value, grad_output = (b[:, :, 5:6, :].transpose(1, 2) for b in buffers)
+    tail = slice(600000 - 1024, None)
+    grad_output[:, :, :tail.start] = 0
+    grad_query, grad_key, grad_value = gradients_of("fused", query, key, value, grad_output)
+    assert not grad_query[:, :, :tail.start].any()
+    assert_gradients_within_tolerance((grad_query[:, :, tail], grad_key, grad_value), query[:, :, tail], key, value,
+                                      grad_output[:, :, tail])
