@@ -20,22 +20,28 @@
 # MACHINE_LIMIT, TESTS_OFFSETS_LIMIT, TESTS_BACKWARD_LIMIT, TESTS_REST_LIMIT and FUSED_GPU_LIMIT
 # replace the limits below; fused_backward_gpu takes what is left.
 #
-# The limits, from compilations counted and timed without a GPU (the review's method,
-# ../shared/reviews/2026-12-01-gpu-readiness.md; counts and times in benchmarks/gpu_compiles.py's
-# output, see the README): a kernel compiles for sm_90 in 0.5-1.6 s (forward, median 0.8),
-# 0.7-0.8 s (decode), 0.2-0.3 s (backward preprocess), 0.6-1.2 s (key/value and query kernels),
-# Triton's cache shares nothing between simultaneous workers, and every worker pays ~10 s to import
-# torch and start CUDA. JOBS workers (default half the cores, at most 8) divide the rest.
-#   machine        30 s   nvidia-smi and versions (interrupted after 10 s).
-#   tests_offsets  75 s   the 2**31 tests alone, one process, ~15 GB then ~50 GB of GPU memory:
-#                         4 forward + 3 backward compilations, 4 autotune runs on 600000 rows,
-#                         ~25 s for the forward (the review's estimate), ~15 s for the backward.
-#   tests_backward 100 s  the backward tests (names with grad or backward), -n JOBS; see COUNTS.
-#   tests_rest     120 s  the forward and decoding tests, -n JOBS; see COUNTS.
-#   fused_gpu       90 s  decoding first, then 3 lengths; --budget 60 (a point takes < 20 s).
-#   fused_backward_gpu    the rest (>= 65 s, ~220 s when the tests end early); --budget 40 s short.
-# COUNTS (benchmarks/gpu_compiles.py): distinct sm_90 compilations per step, then their time
-# serially at the medians above, then the step's estimate with JOBS = 8.
+# The limits, from compilations counted and timed without a GPU, the review's way
+# (../shared/reviews/2026-12-01-gpu-readiness.md): `python -O benchmarks/gpu_compiles.py` replays
+# every GPU test on the CPU and counts the distinct sm_90 compilations of each step (Triton keeps
+# them on disk, so a step compiles only what no earlier one did). Compiling one kernel for sm_90
+# here (Triton 3.9, ptxas included) takes 0.5-1.6 s for the forward (median 0.77), 0.74 the decode
+# kernel, 0.24 the backward preprocess, 0.83 and 0.77 the key/value and query kernels; an autotune
+# run ~0.15 s; a pytest-xdist worker ~10 s to start (torch, CUDA, collection).
+#   step            tests  compiles (forward, decode, backward)  autotune runs  serial s  8 workers s
+#   tests_offsets       2     7 (4, 0, 3)                             4            6        16 (1 process)
+#   tests_backward     19   109 (59, 0, 50)                          60           87        21
+#   tests_rest         57   146 (137, 9, 0)                         150          135        27
+# The limits leave room for what the count cannot see: workers that compile the same kernel at the
+# same moment (each tunes its own autotune buckets), uneven shares, the test bodies (float64
+# references on the GPU), and for the offsets step 600000-row kernels and references (~25 s for
+# the forward, the review measured; ~15 s more for the backward). An overrun is interrupted, its
+# report kept, and the next step starts.
+#   machine              30 s  nvidia-smi and versions (interrupted after 10 s).
+#   tests_offsets        75 s  the 2**31 tests alone, one process, ~15 GB then ~50 GB of GPU memory.
+#   tests_backward      100 s  the backward tests (names with grad or backward), -n JOBS.
+#   tests_rest          120 s  the forward and decoding tests, -n JOBS.
+#   fused_gpu            90 s  decoding first, then 3 lengths; --budget 30 s short (a point < 20 s).
+#   fused_backward_gpu  rest   >= 50 s (~250 s when the tests end early); --budget 40 s short.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-session}
