@@ -79,13 +79,17 @@ def emulated_fused_gradients(query, key, value, grad_output, attn_mask=None, sof
     return grad_query.to(dtype), per_kv_head(grad_key).to(dtype), per_kv_head(grad_value).to(dtype)
 
 
-def worst_ratios(case, seeds: range) -> dict[str, float]:
-    """Over ``seeds``: the largest yardstick error / its bound and emulated-kernel error / its bound."""
+def worst_ratios(case, seeds: range, **extra) -> dict[str, float]:
+    """Over ``seeds``: the largest yardstick error / its bound and emulated-kernel error / its bound.
+
+    ``extra``: arguments the GPU test adds to ``make_inputs``' (``softcap``).
+    """
     import test_fused_gpu as gpu_tests
 
     worst = {"yardstick": 0.0, "kernel": 0.0}
     for seed in seeds:
         query, key, value, kwargs = gpu_tests.make_inputs(case, seed, device="cpu")
+        kwargs.update(extra)
         grad_output = gpu_tests.randn(*query.shape, dtype=case.dtype, seed=seed + 4, device="cpu")
         gradients = emulated_fused_gradients(query, key, value, grad_output, **kwargs)
         for checked in gpu_tests.gradient_checks(gradients, query, key, value, grad_output, **kwargs):
@@ -100,10 +104,13 @@ def main(argv=None) -> None:
     seeds = range(parser.parse_args(argv).seeds)
     import test_fused_gpu as gpu_tests
 
-    print(f"{'case':<42} {'yardstick':>9} {'kernel':>7}   worst error / bound over {len(seeds)} seeds")
-    for case in gpu_tests.BACKWARD_CASES:
-        worst = worst_ratios(case, seeds)
-        print(f"{str(case):<42} {worst['yardstick']:9.2f} {worst['kernel']:7.2f}", flush=True)
+    print(f"{'case':<52} {'yardstick':>9} {'kernel':>7}   worst error / bound over {len(seeds)} seeds")
+    cases = [(case, {}) for case in gpu_tests.BACKWARD_CASES]
+    cases += [(case, {"softcap": gpu_tests.SOFTCAP}) for case in gpu_tests.SOFTCAP_CASES]
+    for case, extra in cases:
+        worst = worst_ratios(case, seeds, **extra)
+        name = f"{case}{'-softcap' if extra else ''}"
+        print(f"{name:<52} {worst['yardstick']:9.2f} {worst['kernel']:7.2f}", flush=True)
 
 
 if __name__ == "__main__":
