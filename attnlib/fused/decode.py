@@ -79,7 +79,9 @@ def decode(
     parts (default: :func:`decode_splits`), each folded into a partial state
     ``(m, l, acc)`` by its own program, which takes all query heads of one
     key/value head so that each cached byte is read once; the partial
-    states are merged with Chapter 8's rule. ``attn_mask``: None or key
+    states are merged with Chapter 8's rule; more than 65535 (sequence,
+    key/value head) pairs, the grid's limit, are launched in slices of whole
+    sequences. ``attn_mask``: None or key
     padding as :func:`attnlib.padding_mask` builds it. Returns the output
     ``(..., Hq, 1, Ev)`` in the input dtype, and ``lse (..., Hq, 1)`` with
     ``return_lse=True``; a sequence with no key gives 0 and ``-inf``.
