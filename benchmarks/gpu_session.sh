@@ -23,14 +23,15 @@
 # The limits, from compilations counted and timed without a GPU, the review's way
 # (../shared/reviews/2026-12-01-gpu-readiness.md): `python -O benchmarks/gpu_compiles.py` replays
 # every GPU test on the CPU and counts the distinct sm_90 compilations of each step (Triton keeps
-# them on disk, so a step compiles only what no earlier one did). Compiling one kernel for sm_90
-# here (Triton 3.9, ptxas included) takes 0.5-1.6 s for the forward (median 0.77), 0.74 the decode
-# kernel, 0.24 the backward preprocess, 0.83 and 0.77 the key/value and query kernels; an autotune
-# run ~0.15 s; a pytest-xdist worker ~10 s to start (torch, CUDA, collection).
+# them on disk, so a step compiles only what no earlier one did). `--compile-times` there compiles
+# each kind of kernel for sm_90 here (Triton 3.9, ptxas included; medians on a shared 2-core machine
+# at load 4-7, a third less when calmer): forward 1.07 s (0.7-1.9), decode 1.09, backward
+# preprocess 0.39, key/value 1.24, query 1.16; an autotune run ~0.15 s (the review's figure); a
+# pytest-xdist worker ~10 s to start (torch, CUDA, collection).
 #   step            tests  compiles (forward, decode, backward)  autotune runs  serial s  8 workers s
-#   tests_offsets       2     7 (4, 0, 3)                             4            6        16 (1 process)
-#   tests_backward     19   109 (59, 0, 50)                          60           87        21
-#   tests_rest         57   146 (137, 9, 0)                         150          135        27
+#   tests_offsets       2     7 (4, 0, 3)                             4            8        18 (1 process)
+#   tests_backward     19   109 (59, 0, 50)                          60          121        25
+#   tests_rest         57   146 (137, 9, 0)                         150          179        32
 # The limits leave room for what the count cannot see: workers that compile the same kernel at the
 # same moment (each tunes its own autotune buckets), uneven shares, the test bodies (float64
 # references on the GPU), and for the offsets step 600000-row kernels and references (~25 s for
