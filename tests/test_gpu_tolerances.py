@@ -34,7 +34,9 @@ def test_the_emulation_in_fp32_is_attention_s_gradient(case, softcap):
     emulated = emulated_fused_gradients(query, key, value, grad_output, softcap=softcap, **kwargs)
     exact = gpu_tests.gradient_checks(emulated, query, key, value, grad_output, softcap=softcap, **kwargs)
     for check in exact:
-        assert check.error < 1e-5, f"{check.name}: emulation off by {check.error:.2e} in fp32"
+        # Gradients of order 1, fp32 sums (usually 1e-6 off, 7e-5 seen once under load); a wrong
+        # formula (a mask, a scale, a missing D) is off by 1e-2 or more.
+        assert check.error < 1e-4, f"{check.name}: emulation off by {check.error:.2e} in fp32"
 
 
 @pytest.mark.parametrize("case", BF16_CASES, ids=str)
