@@ -1,7 +1,7 @@
 """Forward plus backward throughput of attnlib's fused path against torch's flash and cuDNN, on a CUDA GPU.
 
     python benchmarks/fused_backward_gpu.py [--dtypes bfloat16 float16] [--head-dims 64 128 256]
-        [--lengths 1024 2048 4096 8192 16384] [--budget SECONDS] [--output PATH]
+        [--lengths 1024 2048 4096 8192 16384] [--budget SECONDS] [--output PATH] [--dry-run]
 
 One training step of attention: the forward pass on inputs that require
 grad, then ``.backward(grad_output)``, for
@@ -32,14 +32,17 @@ fails the check, or raises, is reported and not timed; its peers are timed.
 It prints TFLOP/s with the fused/flash and fused/cudnn ratios, and writes
 JSON (default ``attnlib/results/fused_backward_gpu_<gpu>.json``) after each
 point, so a run cut short keeps what it measured; ``--budget`` starts no
-point after that many seconds. Without CUDA it exits with a message.
+point after that many seconds. After an error that leaves the CUDA context
+unusable, the points left are listed as not measured and it exits with
+status 3, as ``fused_gpu.py`` does. Without CUDA it exits with a message;
+``--dry-run`` rehearses the sweep on the CPU as ``fused_gpu.py --dry-run`` does.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import pathlib
-import re
+import sys
 import time
 
 import torch
@@ -48,7 +51,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import attnlib
 from attnlib import fused
-from fused_gpu import DTYPES, LENGTHS, MODEL_WIDTH, RESULTS, TOKENS, forward_flops, machine, method_call
+from fused_gpu import (CONTEXT_LOST, DRY_RUN, DTYPES, GPU, Scale, context_lost,
+                       default_output, describe, dtype_name, first_line, forward_flops, machine, method_call,
+                       milliseconds, ready, release_memory, write_json)
 
 METHODS = ("fused", "flash", "cudnn")
 HEAD_DIMS = (64, 128, 256)
@@ -71,9 +76,9 @@ def training_flops(batch: int, heads: int, n: int, d: int, causal: bool) -> floa
     return (1 + BACKWARD_TO_FORWARD_FLOPS) * forward_flops(batch, heads, n, d, causal)
 
 
-def problem_shape(n: int, d: int) -> tuple[int, int]:
-    """(batch, heads) keeping TOKENS tokens and a model width of MODEL_WIDTH, as fused_gpu.py does."""
-    return TOKENS // n, MODEL_WIDTH // d
+def problem_shape(n: int, d: int, scale: Scale = GPU) -> tuple[int, int]:
+    """(batch, heads) keeping ``scale``'s tokens and model width (TOKENS and MODEL_WIDTH), as fused_gpu.py does."""
+    return scale.tokens // n, scale.model_width // d
 
 
 def attention_call(method: str, causal: bool):
@@ -137,15 +142,10 @@ def verdict(errors: dict[str, dict[str, float]]) -> dict:
     return {"peer": peer, "passed": not failures, "failures": failures}
 
 
-def first_line(error: Exception) -> str:
-    return (str(error).splitlines() or [type(error).__name__])[0][:200]
-
-
-def measure(dtype: torch.dtype, d: int, causal: bool, n: int, device: str = "cuda") -> dict:
+def measure(dtype: torch.dtype, d: int, causal: bool, n: int, scale: Scale = GPU) -> dict:
     """The check's errors and verdict, and TFLOP/s of each method (None where it cannot run or fails, with why)."""
-    from triton.testing import do_bench
-
-    batch, heads = problem_shape(n, d)
+    device = scale.device
+    batch, heads = problem_shape(n, d, scale)
     generator = torch.Generator(device=device).manual_seed(0)
 
     def randn(requires_grad=True):
@@ -154,22 +154,21 @@ def measure(dtype: torch.dtype, d: int, causal: bool, n: int, device: str = "cud
 
     q, k, v = randn(), randn(), randn()
     grad_output = randn(requires_grad=False)
-    point = {"dtype": str(dtype).removeprefix("torch."), "d": d, "causal": causal, "n": n,
-             "batch": batch, "heads": heads}
+    point = {"dtype": dtype_name(dtype), "d": d, "causal": causal, "n": n, "batch": batch, "heads": heads}
     calls, errors = {}, {}
     try:
         expected = reference(q, k, v, grad_output, causal)
     except RuntimeError as error:  # out of memory on a small GPU
         expected = None
         point["check_error"] = first_line(error)
-        torch.cuda.empty_cache()
+        release_memory(device)
     for method in METHODS:
         call = attention_call(method, causal)
         try:
             tensors = outputs_and_gradients(call, q, k, v, grad_output)
         except Exception as error:  # no such kernel here or for this d, out of resources, ...: recorded
             point[method], point[f"{method}_error"] = None, first_line(error)
-            torch.cuda.empty_cache()
+            release_memory(device)
             continue
         calls[method] = call
         if expected is not None:
@@ -181,15 +180,19 @@ def measure(dtype: torch.dtype, d: int, causal: bool, n: int, device: str = "cud
         del calls["fused"]
         point["fused"], point["fused_error"] = None, "check failed: " + "; ".join(point["check"]["failures"])
     for method, call in calls.items():
-        milliseconds = do_bench(lambda: training_step(call, q, k, v, grad_output), warmup=25, rep=100,
-                                grad_to_none=[q, k, v])
-        point[method] = training_flops(batch, heads, n, d, causal) / (milliseconds * 1e-3) / 1e12
+        try:
+            time_ms = milliseconds(lambda: training_step(call, q, k, v, grad_output), device, grad_to_none=[q, k, v])
+        except Exception as error:  # it ran once above; a failure now is recorded all the same
+            point[method], point[f"{method}_error"] = None, first_line(error)
+            release_memory(device)
+            continue
+        point[method] = training_flops(batch, heads, n, d, causal) / (time_ms * 1e-3) / 1e12
     return point
 
 
-def flash_refusal(d: int, dtype: torch.dtype) -> str | None:
+def flash_refusal(d: int, dtype: torch.dtype, device: str = "cuda") -> str | None:
     """None when torch's flash backend runs a forward and backward at head width ``d``, else its error."""
-    q, k, v = (torch.randn(1, 1, 128, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(1, 1, 128, d, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
     try:
         training_step(method_call("flash", False), q, k, v, torch.ones_like(q))
     except RuntimeError as error:
@@ -218,88 +221,97 @@ def row(point: dict) -> str:
 
 def arguments(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dtypes", nargs="+", choices=[str(t).removeprefix("torch.") for t in DTYPES],
-                        default=[str(t).removeprefix("torch.") for t in DTYPES])
-    parser.add_argument("--head-dims", nargs="+", type=int, default=list(HEAD_DIMS))
-    parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    parser.add_argument("--dtypes", nargs="+", choices=[dtype_name(t) for t in DTYPES],
+                        help="default: float16 bfloat16 (the dry run: float16)")
+    parser.add_argument("--head-dims", nargs="+", type=int, help="default: 64 128 256 (the dry run: 16)")
+    parser.add_argument("--lengths", nargs="+", type=int, help="default: 1024 ... 16384 (the dry run: 32)")
     parser.add_argument("--budget", type=float, default=None,
                         help="start no point after this many seconds (the points already measured are kept)")
     parser.add_argument("--output", type=pathlib.Path, default=None,
                         help="where to write the JSON (default: attnlib/results/fused_backward_gpu_<gpu>.json)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="on the CPU, the kernels in Triton's interpreter, tiny shapes, timed with a clock")
     parsed = parser.parse_args(argv)
-    for d in parsed.head_dims:
-        if d > MODEL_WIDTH or MODEL_WIDTH % d:
-            parser.error(f"--head-dims must divide the model width {MODEL_WIDTH}, got {d}")
-    for n in parsed.lengths:
-        if n > TOKENS or TOKENS % n:
-            parser.error(f"--lengths must divide the {TOKENS} tokens, got {n}")
+    base = DRY_RUN if parsed.dry_run else dataclasses.replace(GPU, head_dims=HEAD_DIMS)
+    parsed.scale = dataclasses.replace(
+        base, dtypes=tuple(getattr(torch, t) for t in parsed.dtypes) if parsed.dtypes else base.dtypes,
+        head_dims=tuple(parsed.head_dims or base.head_dims), lengths=tuple(parsed.lengths or base.lengths))
+    for d in parsed.scale.head_dims:
+        if d > base.model_width or base.model_width % d:
+            parser.error(f"--head-dims must divide the model width {base.model_width}, got {d}")
+    for n in parsed.scale.lengths:
+        if n > base.tokens or base.tokens % n:
+            parser.error(f"--lengths must divide the {base.tokens} tokens, got {n}")
+    if parsed.budget is not None and parsed.budget < 0:
+        parser.error(f"--budget must be a number of seconds >= 0, got {parsed.budget:g}")
     return parsed
 
 
 def main(argv=None) -> None:
     options = arguments(argv)
-    if not torch.cuda.is_available():
-        raise SystemExit("fused_backward_gpu.py needs a CUDA GPU: torch.cuda.is_available() is False "
-                         f"(torch {torch.__version__}); nothing was measured")
+    ready(options, "fused_backward_gpu.py")
     start = time.monotonic()
-    info = machine()
-    slug = re.sub(r"[^a-z0-9]+", "_", info["gpu"].lower()).strip("_")
-    path = options.output or RESULTS / f"fused_backward_gpu_{slug}.json"
-    print(f"{info['gpu']} (sm_{info['capability'].replace('.', '')}), driver {info['driver']}, CUDA {info['cuda']}, "
-          f"torch {info['torch']}, triton {info['triton']}, {info['date']}")
-    dtypes = [getattr(torch, name) for name in options.dtypes]
-    if torch.cuda.get_device_capability() < (8, 0):
+    scale = options.scale
+    info = machine(scale.device)
+    path = options.output or default_output(info, "fused_backward_gpu", options.dry_run)
+    print(describe(info))
+    dtypes = list(scale.dtypes)
+    on_gpu = scale.device == "cuda"
+    if on_gpu and torch.cuda.get_device_capability() < (8, 0):
         dtypes = [t for t in dtypes if t != torch.bfloat16]
     skipped_head_dims = {}
-    for d in options.head_dims:
-        refusal = flash_refusal(d, dtypes[0]) if d > FLASH_ALWAYS_TAKES and dtypes else None
+    for d in scale.head_dims:
+        refusal = flash_refusal(d, dtypes[0], scale.device) if d > FLASH_ALWAYS_TAKES and dtypes else None
         if refusal is not None:
             skipped_head_dims[d] = f"torch's flash backend does not take d = {d} here: {refusal}"
             print(skipped_head_dims[d])
     # in the order the options list them, head width first: a run cut short by --budget has
     # measured the first widths in every dtype
-    sweep = [(dtype, d, causal, n) for d in options.head_dims if d not in skipped_head_dims for dtype in dtypes
-             for causal in (False, True) for n in options.lengths]
+    sweep = [(dtype, d, causal, n) for d in scale.head_dims if d not in skipped_head_dims for dtype in dtypes
+             for causal in (False, True) for n in scale.lengths]
     print(f"{'dtype':>8} {'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{m:>7}" for m in METHODS)
           + "  fused/flash  fused/cudnn  check (TFLOP/s, fwd+bwd = 3.5x forward flops)")
-    points, not_measured = [], []
+    points, not_measured, lost = [], [], None
     for index, (dtype, d, causal, n) in enumerate(sweep):
-        if options.budget is not None and time.monotonic() - start > options.budget:
-            not_measured = [{"dtype": str(t).removeprefix("torch."), "d": e, "causal": c, "n": m}
-                            for t, e, c, m in sweep[index:]]
-            print(f"budget of {options.budget:g} s spent: {len(not_measured)} points not measured")
+        if lost or (options.budget is not None and time.monotonic() - start > options.budget):
+            not_measured = [{"dtype": dtype_name(t), "d": e, "causal": c, "n": m} for t, e, c, m in sweep[index:]]
+            print(f"the CUDA context was lost ({lost})" if lost else f"budget of {options.budget:g} s spent",
+                  f": {len(not_measured)} points not measured")
             break
-        points.append(measure(dtype, d, causal, n))
-        # the backward's tiles are fixed per GPU, dtype and width (the forward's are autotuned)
-        tiles = fused.backward_config(torch.cuda.get_device_capability(), dtype, d)
-        points[-1]["fused_backward_tiles"] = {name: list(config) for name, config in tiles.items()}
+        points.append(measure(dtype, d, causal, n, scale))
+        if on_gpu:  # the backward's tiles are fixed per GPU, dtype and width (the forward's are autotuned)
+            tiles = fused.backward_config(torch.cuda.get_device_capability(), dtype, d)
+            points[-1]["fused_backward_tiles"] = {name: list(config) for name, config in tiles.items()}
         print(row(points[-1]), flush=True)
-        write(path, info, points, not_measured, skipped_head_dims)
-    write(path, info, points, not_measured, skipped_head_dims)
+        lost = context_lost(scale.device)
+        write(path, info, points, not_measured, skipped_head_dims, lost)
+    write(path, info, points, not_measured, skipped_head_dims, lost)
     print(f"wrote {path}")
+    if lost:
+        sys.exit(CONTEXT_LOST)
     failed = [p for p in points if p["check"]["passed"] is False]
     if failed:
         raise SystemExit(f"the fused output or gradients failed the check at {len(failed)} points "
                          "(fused_error in the JSON)")
 
 
-def write(path: pathlib.Path, info: dict, points: list, not_measured: list, skipped_head_dims: dict) -> None:
+def write(path: pathlib.Path, info: dict, points: list, not_measured: list, skipped_head_dims: dict,
+          lost: str | None) -> None:
     """The results so far, as JSON, replacing ``path`` in one step."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps({
+    write_json(path, {
         "what": "forward + backward TFLOP/s: attnlib.scaled_dot_product_attention(backend='fused') vs torch "
                 "SDPA's flash and cudnn backends; 3.5 x 4 n^2 d flops per head (backward = 2.5x forward), "
-                "halved when causal; batch = 16384 / n, heads = 2048 / d; errors: max |x - ref| / max |ref| "
+                "halved when causal; batch = tokens / n, heads = model width / d (16384 and 2048 on a GPU); "
+                "errors: max |x - ref| / max |ref| "
                 "on the last two heads of the last sequence, ref = torch's math backend in float32; "
                 f"check: fused <= {ERROR_FACTOR:g} x peer + {ERROR_FLOOR:g} for the output and each gradient",
         "machine": info,
         "points": points,
         "not_measured": not_measured,
         "skipped_head_dims": skipped_head_dims,
+        "context_lost": lost,
         "picked_configurations": [dict(p, picked=list(p["picked"])) for p in fused.picked_configurations()],
-    }, indent=1) + "\n")
-    partial.replace(path)
+    })
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
-"""The pure logic of benchmarks/fused_backward_gpu.py, on the CPU: flops, shapes and the gradient check.
+"""The logic of benchmarks/fused_gpu.py and fused_backward_gpu.py, on the CPU: flops, shapes, the gradient
+check, and what they keep when a run is cut short or the CUDA context is lost.
 
-Nothing here times anything; the script's measurements need a CUDA GPU.
+Nothing here times anything on a GPU; the scripts' dry runs (--dry-run) run
+in Triton's interpreter, in child processes, which choose it before importing Triton.
 """
+import json
 import os
 import pathlib
 import subprocess
@@ -79,3 +82,87 @@ def test_without_cuda_the_script_says_so_and_measures_nothing(tmp_path):
     assert result.returncode != 0
     assert "needs a CUDA GPU" in result.stderr
     assert not (tmp_path / "out.json").exists()
+
+
+#: fused_gpu.py --dry-run in a child, with a sticky CUDA error emulated: the fused forward raises
+#: what torch raises after an illegal memory access, and from then on the context is lost.
+STICKY_ERROR = """
+import sys
+import fused_gpu
+
+lost = []
+fused_call = fused_gpu.method_call
+
+
+def method_call(method, causal, **kwargs):
+    if method != "fused":
+        return fused_call(method, causal, **kwargs)
+
+    def illegal_memory_access(*args):
+        lost.append("CUDA error: an illegal memory access was encountered")
+        raise RuntimeError(lost[0])
+
+    return illegal_memory_access
+
+
+fused_gpu.method_call = method_call
+fused_gpu.context_lost = lambda device: lost[0] if lost else None
+fused_gpu.main(sys.argv[1:])
+"""
+
+
+def dry_run(tmp_path, *arguments, code=None):
+    output = tmp_path / "out.json"
+    command = ["-c", code, "--dry-run"] if code else [str(BENCHMARKS / "fused_gpu.py"), "--dry-run"]
+    result = subprocess.run([sys.executable, *command, "--output", str(output), *arguments], capture_output=True,
+                            text=True, timeout=300, cwd=BENCHMARKS,
+                            env=dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(BENCHMARKS.parent)))
+    return result, json.loads(output.read_text()) if output.exists() else None
+
+
+def test_a_spent_budget_starts_no_point_and_lists_them_all(tmp_path):
+    result, written = dry_run(tmp_path, "--budget", "0")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert written["points"] == [] and written["decode_points"] == []
+    # decoding first: a run cut short keeps the split-key decoding it measured
+    kinds = [entry["kind"] for entry in written["not_measured"]]
+    assert kinds == ["decode"] * 2 + ["forward"] * 2
+    assert "budget of 0 s spent" in result.stdout
+
+
+def test_a_lost_cuda_context_is_recorded_and_what_was_measured_is_kept(tmp_path):
+    result, written = dry_run(tmp_path, "--lengths", "32", code=STICKY_ERROR)
+    assert result.returncode == 3, result.stderr[-2000:]
+    first = written["decode_points"][0]
+    # the decode method ran before the broken one; the broken one is recorded with its error
+    assert first["fused_decode_GBps"] > 0
+    assert first["fused_GBps"] is None and "illegal memory access" in first["fused_error"]
+    assert written["context_lost"].startswith("CUDA error: an illegal memory access")
+    assert len(written["not_measured"]) == 3 and "CUDA context was lost" in result.stdout
+
+
+#: fused_gpu.py --dry-run in a child killed by an exception it does not catch, at its second forward point.
+CRASH = """
+import sys
+import fused_gpu
+
+measure = fused_gpu.measure
+calls = []
+
+
+def measure_then_crash(*args, **kwargs):
+    calls.append(args)
+    if len(calls) == 2:
+        raise KeyboardInterrupt  # what timeout -s INT delivers mid-point
+    return measure(*args, **kwargs)
+
+
+fused_gpu.measure = measure_then_crash
+fused_gpu.main(sys.argv[1:])
+"""
+
+
+def test_a_run_killed_mid_sweep_keeps_every_point_measured_before(tmp_path):
+    result, written = dry_run(tmp_path, "--lengths", "32", code=CRASH)
+    assert result.returncode != 0 and "KeyboardInterrupt" in result.stderr
+    assert len(written["decode_points"]) == 2 and len(written["points"]) == 1

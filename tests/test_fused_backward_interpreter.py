@@ -25,6 +25,7 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"
 
+import dataclasses  # noqa: E402
 import inspect  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -38,6 +39,8 @@ from attnlib import fused, naive  # noqa: E402
 from attnlib.masks import allowed_positions  # noqa: E402
 from attnlib.problem import check_problem  # noqa: E402
 from reference import max_error  # noqa: E402
+
+import test_fused_gpu as gpu_tests  # noqa: E402  (the GPU tests' cases and checks, for their twins)
 
 if not fused.triton_installed():
     pytest.skip("Triton is not installed", allow_module_level=True)
@@ -309,6 +312,45 @@ def test_gradcheck_in_float64(monkeypatch, kwargs):
     assert torch.autograd.gradcheck(attend, (query, key, value), fast_mode=True)
 
 
+# -- the GPU tests' backward cases, twinned ------------------------------------------------------
+
+#: The twins' tiles, both kernels: the GPU's key/value and query tiles at E <= 128 in fp16/bf16.
+TWIN_BLOCKS = (64, 32)
+#: L x S x Hq x E of the largest twin: a few seconds in the interpreter.
+TWIN_WORK = 2**25
+
+
+def interpreter_twin(case: gpu_tests.Case) -> gpu_tests.Case:
+    """``case`` as the interpreter runs it: fp16 for bf16 (NumPy has no bf16), and both lengths
+    halved until ``L x S x Hq x E <= TWIN_WORK`` (halving keeps L - S's sign and L > S's keyless rows)."""
+    query_len, key_len = case.query_len, case.key_len
+    while query_len * key_len * case.heads[0] * case.head_dim > TWIN_WORK:
+        query_len, key_len = query_len // 2, key_len // 2
+    dtype = torch.float16 if case.dtype == torch.bfloat16 else case.dtype
+    return dataclasses.replace(case, query_len=query_len, key_len=key_len, dtype=dtype)
+
+
+#: Every backward case of tests/test_fused_gpu.py with its extra arguments; the bf16 softcap
+#: case has no twin of its own (it would be the fp16 one).
+GPU_BACKWARD_CASES = ([(case, {}) for case in gpu_tests.BACKWARD_CASES]
+                      + [(case, {"softcap": gpu_tests.SOFTCAP}) for case in gpu_tests.SOFTCAP_CASES
+                         if case.dtype != torch.bfloat16])
+
+
+@pytest.mark.parametrize("case, extra", GPU_BACKWARD_CASES,
+                         ids=[f"{case}{'-softcap' if extra else ''}" for case, extra in GPU_BACKWARD_CASES])
+def test_the_gpu_backward_cases_in_the_interpreter(case, extra):
+    """The GPU test's inputs (tests/test_fused_gpu.py's make_inputs) and its own check, on the CPU:
+    a failure there can be reproduced here, and a check too tight for a correct kernel shows here first."""
+    twin = interpreter_twin(case)
+    query, key, value, kwargs = gpu_tests.make_inputs(twin, device="cpu")
+    grad_output = gpu_tests.randn(*query.shape, dtype=twin.dtype, seed=4, device="cpu")
+    problem = check_problem(query, key, value, **kwargs, **extra)
+    output, lse = fused.launch(problem, TWIN_BLOCKS)
+    gradients = fused.gradients(problem, output, lse, grad_output, blocks=TWIN_BLOCKS)
+    gpu_tests.assert_gradients_within_tolerance(gradients, query, key, value, grad_output, **kwargs, **extra)
+
+
 BIG_OFFSETS = """
 import sys, torch
 from attnlib import fused
@@ -339,6 +381,42 @@ def test_offsets_past_2_to_the_31_elements(tmp_path):
     torch.save([query, key, value, grad_output], tmp_path / "inputs.pt")
     result = subprocess.run([sys.executable, "-c", BIG_OFFSETS, tmp_path / "inputs.pt", tmp_path / "grads.pt"],
                             capture_output=True, text=True, timeout=300,
+                            env=os.environ | {"TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
+    problem = check_problem(query, key, value)
+    output, lse = fused.launch(problem, (64, 64))
+    expected = fused.gradients(problem, output, lse, grad_output, blocks=(64, 64))
+    assert all(map(torch.equal, torch.load(tmp_path / "grads.pt"), expected))
+
+
+BIG_GRAD_OUTPUT_STRIDE = """
+import sys, torch
+from attnlib import fused
+from attnlib.problem import check_problem
+rows, stride, width = 40, 2**26, 16  # inside a 64-row tile, row 32 is 2**31 elements from row 0
+buffer = torch.empty((rows - 1) * stride + width, dtype=torch.float16)  # 5 GB of address space
+grad_output = buffer.as_strided((1, 1, rows, width), (0, 0, stride, 1))
+query, key, value, values = torch.load(sys.argv[1])
+grad_output.copy_(values)
+problem = check_problem(query, key, value)
+output, lse = fused.launch(problem, (64, 64))
+torch.save(fused.gradients(problem, output, lse, grad_output, blocks=(64, 64)), sys.argv[2])
+"""
+
+
+def test_a_grad_output_whose_rows_lie_2_to_the_26_elements_apart(tmp_path):
+    """The gradient at the output comes with autograd's strides, which the forward never checked.
+
+    Rows 2**26 elements apart: inside a tile of 64 rows, offsets from its
+    first row pass 2**31 at row 32 and wrap around in 32 bits (a
+    segmentation fault in the interpreter, hence the child process). The
+    gradients must be those of a contiguous grad_output, bit for bit.
+    """
+    generator = torch.Generator().manual_seed(0)
+    query, key, value, grad_output = (torch.randn(1, 1, 40, 16, generator=generator).half() for _ in range(4))
+    torch.save([query, key, value, grad_output], tmp_path / "inputs.pt")
+    result = subprocess.run([sys.executable, "-c", BIG_GRAD_OUTPUT_STRIDE, tmp_path / "inputs.pt",
+                             tmp_path / "grads.pt"], capture_output=True, text=True, timeout=300,
                             env=os.environ | {"TRITON_INTERPRET": "1"})
     assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
     problem = check_problem(query, key, value)

@@ -4,6 +4,10 @@ Skipped where there is no CUDA GPU. Tolerance, as the kernel projects use it:
 ``err(fused) <= 2 * err(reference in the input dtype) + 1e-5``, both errors
 against float64, the reference being attnlib's naive path on the same GPU.
 
+The backward tests have ``grad`` or ``backward`` in their names, and the
+tests of offsets past 2**31 ``offsets_past_2_to_the_31``:
+``benchmarks/gpu_session.sh`` selects them by name, to run them first.
+
 Triton decides when it is first imported whether a process compiles or
 interprets (see attnlib.fused), and ``tests/test_fused_interpreter.py`` asks
 for the interpreter as soon as it is collected. So where this process
@@ -112,27 +116,28 @@ def cases() -> list[Case]:
     return result
 
 
-def make_inputs(case: Case, seed: int = 0):
+def make_inputs(case: Case, seed: int = 0, device: str = "cuda"):
+    """``(query, key, value, kwargs)`` of ``case``; ``device="cpu"`` for tests/kernel_rounding.py's emulation."""
     hq, hkv = case.heads
     L, S = case.query_len, case.key_len
-    query = randn(2, hq, L, case.head_dim, dtype=case.dtype, seed=seed)
-    key = randn(2, hkv, S, case.head_dim, dtype=case.dtype, seed=seed + 1)
-    value = randn(2, hkv, S, case.head_dim, dtype=case.dtype, seed=seed + 2)
+    query = randn(2, hq, L, case.head_dim, dtype=case.dtype, seed=seed, device=device)
+    key = randn(2, hkv, S, case.head_dim, dtype=case.dtype, seed=seed + 1, device=device)
+    value = randn(2, hkv, S, case.head_dim, dtype=case.dtype, seed=seed + 2, device=device)
     kwargs = {"enable_gqa": hq != hkv}
     if case.causal:
         kwargs.update(is_causal=True, causal_alignment=case.causal)
-    generator = torch.Generator(device="cuda").manual_seed(seed + 3)
+    generator = torch.Generator(device=device).manual_seed(seed + 3)
     if case.mask == "bool":  # row 0 of every head sees nothing
-        mask = torch.rand(hq, L, S, generator=generator, device="cuda") > 0.3
+        mask = torch.rand(hq, L, S, generator=generator, device=device) > 0.3
         mask[:, 0] = False
         kwargs["attn_mask"] = mask
     elif case.mask == "float":  # -inf forbids; row 0 sees nothing
-        mask = torch.randn(2, 1, L, S, generator=generator, device="cuda").to(case.dtype)
+        mask = torch.randn(2, 1, L, S, generator=generator, device=device).to(case.dtype)
         mask[..., 0, :] = float("-inf")
         mask[..., ::3] = float("-inf")
         kwargs["attn_mask"] = mask
     elif case.mask == "padding":  # the second sequence is all padding
-        kwargs["attn_mask"] = attnlib.padding_mask(torch.tensor([S // 2, 0]), S).cuda()
+        kwargs["attn_mask"] = attnlib.padding_mask(torch.tensor([S // 2, 0]), S).to(device)
     return query, key, value, kwargs
 
 
@@ -237,6 +242,24 @@ def test_batch_times_heads_above_65535_runs_in_slices():
     assert_within_tolerance(output, query, key, value, enable_gqa=True)
 
 
+def test_decoding_with_batch_times_kv_heads_above_65535_runs_in_slices():
+    query = randn(2100, 32, 1, 16, dtype=torch.float16, seed=0)  # 2100 x 32 = 67200 programs
+    key, value = (randn(2100, 32, 24, 16, dtype=torch.float16, seed=seed) for seed in (1, 2))
+    assert_within_tolerance(fused.decode(query, key, value), query, key, value)
+
+
+def test_decoding_reads_query_heads_past_2_to_the_31_elements():
+    """Three query heads 2**30 + 16 elements apart (the last-query slice of a long prefill): 4 GB."""
+    stride, width = 2**30 + 16, 64
+    buffer = torch.zeros(2 * stride + width, dtype=torch.float16, device="cuda")
+    query = buffer.as_strided((1, 3, 1, width), (0, stride, width, 1))
+    query.copy_(randn(1, 3, 1, width, dtype=torch.float16, seed=0))
+    key, value = (randn(1, 1, 1000, width, dtype=torch.float16, seed=seed) for seed in (1, 2))
+    output = fused.decode(query, key, value, enable_gqa=True)
+    assert torch.equal(output, fused.decode(query.contiguous(), key, value, enable_gqa=True))
+    assert_within_tolerance(output, query, key, value, enable_gqa=True)
+
+
 def test_more_query_heads_than_the_grid_allows_are_refused_by_name():
     q = randn(1, 65536, 1, 16, dtype=torch.float16, seed=0)
     with pytest.raises(ValueError, match="query heads must be at most 65535, got 65536"):
@@ -299,8 +322,25 @@ def input_dtype_attention(query, key, value, attn_mask=None, is_causal=False, ca
     return weights @ value
 
 
-def assert_gradients_within_tolerance(gradients, query, key, value, grad_output, attn_mask=None, **kwargs):
-    """Each gradient against float64 within twice the error of ``input_dtype_attention``'s, plus 1e-5.
+#: How far the yardstick may be from float64, in units of its dtype's machine epsilon times
+#: the largest gradient entry (at least 1), plus the 1e-5 that fp32's sums need. It computes
+#: the same function, so it is off by rounding alone; tests/kernel_rounding.py measures how much.
+YARDSTICK_EPSILONS = 4
+
+
+@dataclass(frozen=True)
+class GradientCheck:
+    """One gradient's errors against float64, and the bounds the tests hold them to."""
+
+    name: str
+    error: float  # of the gradient under test
+    bound: float  # 2 x the yardstick's error + 1e-5
+    yardstick_error: float  # of input_dtype_attention's gradient
+    yardstick_bound: float  # YARDSTICK_EPSILONS x eps(dtype) x max(1, max |float64 gradient|) + 1e-5
+
+
+def gradient_checks(gradients, query, key, value, grad_output, attn_mask=None, **kwargs) -> list[GradientCheck]:
+    """Each of ``gradients = (dQ, dK, dV)`` against float64, beside ``input_dtype_attention``'s.
 
     The kernels round ``dS`` to the input dtype for the tensor-core products
     ``dS K`` and ``dS^T Q``; each row of ``dS`` sums to 0, so ``dQ`` and ``dK``
@@ -313,14 +353,27 @@ def assert_gradients_within_tolerance(gradients, query, key, value, grad_output,
                              reference_mask, **kwargs)
     inputs = [x.detach().requires_grad_() for x in (query, key, value)]
     same_dtype = torch.autograd.grad(input_dtype_attention(*inputs, attn_mask, **kwargs), inputs, grad_output)
+    epsilon = torch.finfo(query.dtype).eps
+    checks = []
     for name, x, gradient, expected, plain in zip(("dQ", "dK", "dV"), (query, key, value), gradients, reference,
                                                   same_dtype):
         assert gradient.dtype == x.dtype and gradient.shape == x.shape, name
-        err, err_plain = max_error(gradient, expected), max_error(plain, expected)
-        # The yardstick computes the same function, only in the input dtype.
-        assert err_plain <= 1e-2 * max(1.0, float(expected.abs().max())), f"{name}: reference off by {err_plain:.3e}"
-        assert err <= 2 * err_plain + 1e-5, (
-            f"{name}: fused error {err:.3e} exceeds 2 x {err_plain:.3e} (torch in {query.dtype}) + 1e-5")
+        err_plain = max_error(plain, expected)
+        checks.append(GradientCheck(
+            name, max_error(gradient, expected), 2 * err_plain + 1e-5,
+            err_plain, YARDSTICK_EPSILONS * epsilon * max(1.0, float(expected.abs().max())) + 1e-5))
+    return checks
+
+
+def assert_gradients_within_tolerance(gradients, query, key, value, grad_output, attn_mask=None, **kwargs):
+    """Each gradient against float64 within twice the error of ``input_dtype_attention``'s, plus 1e-5."""
+    for check in gradient_checks(gradients, query, key, value, grad_output, attn_mask, **kwargs):
+        # A yardstick far off would make the bound below vacuous.
+        assert check.yardstick_error <= check.yardstick_bound, (
+            f"{check.name}: reference off by {check.yardstick_error:.3e} > {check.yardstick_bound:.3e}")
+        assert check.error <= check.bound, (
+            f"{check.name}: fused error {check.error:.3e} exceeds 2 x {check.yardstick_error:.3e} "
+            f"(torch in {query.dtype}) + 1e-5")
 
 
 BACKWARD_CASES = [
@@ -348,12 +401,16 @@ def test_gradients_match_float64(case):
     assert_gradients_within_tolerance(gradients, query, key, value, grad_output, **kwargs)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_softcap_gradients_match_float64(dtype):
-    query, key, value, kwargs = make_inputs(Case(300, 260, 64, dtype, causal="bottom_right", heads=(4, 2)))
-    grad_output = randn(*query.shape, dtype=dtype, seed=4)
-    gradients = gradients_of("fused", query, key, value, grad_output, softcap=2.0, **kwargs)
-    assert_gradients_within_tolerance(gradients, query, key, value, grad_output, softcap=2.0, **kwargs)
+SOFTCAP = 2.0
+SOFTCAP_CASES = [Case(300, 260, 64, dtype, causal="bottom_right", heads=(4, 2)) for dtype in DTYPES]
+
+
+@pytest.mark.parametrize("case", SOFTCAP_CASES, ids=str)
+def test_softcap_gradients_match_float64(case):
+    query, key, value, kwargs = make_inputs(case)
+    grad_output = randn(*query.shape, dtype=case.dtype, seed=4)
+    gradients = gradients_of("fused", query, key, value, grad_output, softcap=SOFTCAP, **kwargs)
+    assert_gradients_within_tolerance(gradients, query, key, value, grad_output, softcap=SOFTCAP, **kwargs)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -424,3 +481,22 @@ def test_offsets_past_2_to_the_31_elements():
     # (every row reads every key), since all 600000 would need 600000**2 scores.
     tail = slice(600000 - 1024, None)
     assert_within_tolerance(output[:, :, tail], query[:, :, tail], key, value)
+
+
+def test_gradients_at_offsets_past_2_to_the_31_elements():
+    """The same buffers, differentiated: query, key, value and grad_output are one head of four of them.
+
+    grad_output is 0 but in the last 1024 rows, so dK and dV are those of the
+    last 1024 queries alone and dQ is 0 above them: the references need
+    1024 x 600000 scores, not 600000**2. The kernels still read every row of
+    every input, the last 75712 past 2**31 elements. About 20 GB of GPU memory
+    for the buffers and 30 GB for the float64 reference.
+    """
+    buffers = [randn(1, 600000, 32, 128, dtype=torch.float16, seed=seed) for seed in range(4)]
+    query, key, value, grad_output = (b[:, :, 5:6, :].transpose(1, 2) for b in buffers)
+    tail = slice(600000 - 1024, None)
+    grad_output[:, :, :tail.start] = 0
+    grad_query, grad_key, grad_value = gradients_of("fused", query, key, value, grad_output)
+    assert not grad_query[:, :, :tail.start].any()
+    assert_gradients_within_tolerance((grad_query[:, :, tail], grad_key, grad_value), query[:, :, tail], key, value,
+                                      grad_output[:, :, tail])

@@ -579,3 +579,58 @@ def test_decode_splits_fill_the_gpu_with_parts_of_at_least_256_keys(programs, ke
     assert splits == 1 or key_len // splits >= fused.MIN_KEYS_PER_SPLIT
     one_more_is_too_short = key_len // (splits + 1) < fused.MIN_KEYS_PER_SPLIT
     assert programs * splits >= 2 * multiprocessors or one_more_is_too_short
+
+
+def test_decode_with_batch_times_kv_heads_above_the_grid_limit_runs_in_slices(monkeypatch):
+    """B x Hkv programs on the grid's second axis: with the limit at 4, 3 sequences of 2 K/V heads take 3 launches."""
+    query, key, value = decode_inputs(heads=(8, 2), key_len=200, batch=3)
+    lengths = attnlib.padding_mask(torch.tensor([150, 0, 200]), 200)  # each slice reads its own lengths
+    expected, expected_lse = fused.decode(query, key, value, attn_mask=lengths, enable_gqa=True, splits=3,
+                                          return_lse=True)
+    monkeypatch.setattr(fused.layout, "MAX_BATCH_HEADS", 4)
+    module = fused.kernel_module("decode_kernel")
+    grids = []
+
+    class RecordingKernel:  # the interpreter has no grid limit: the grids themselves must stay within it
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return kernel[grid]
+
+    kernel = module.decode_split_kernel
+    monkeypatch.setattr(module, "decode_split_kernel", RecordingKernel())
+    output, lse = fused.decode(query, key, value, attn_mask=lengths, enable_gqa=True, splits=3, return_lse=True)
+    assert grids == [(3, 4), (3, 2)]
+    assert torch.equal(output, expected) and torch.equal(lse, expected_lse)
+    assert_as_accurate_as_naive(output, query, key, value, attn_mask=lengths, enable_gqa=True)
+
+
+BIG_HEAD_STRIDE = """
+import sys, torch
+from attnlib import fused
+heads, stride, width = 3, 2**30 + 16, 64  # the third query head starts past 2**31 elements
+buffer = torch.empty((heads - 1) * stride + width, dtype=torch.float16)  # 4 GB of address space
+query = buffer.as_strided((1, heads, 1, width), (0, stride, width, 1))
+key, value = torch.load(sys.argv[1])[1:]
+query.copy_(torch.load(sys.argv[1])[0])
+torch.save(fused.decode(query, key, value, enable_gqa=True, splits=2), sys.argv[2])
+"""
+
+
+def test_decode_reads_query_heads_past_2_to_the_31_elements(tmp_path):
+    """The query heads are the decoding block's rows; sliced from a long prefill they lie L x E apart.
+
+    Three query heads on one key/value head, 2**30 + 16 elements apart: the
+    third starts past 2**31, where a 32-bit offset wraps around (a
+    segmentation fault in the interpreter, hence the child process). The
+    output must be that of a contiguous copy, bit for bit.
+    """
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(1, 3, 1, 64, generator=generator).half()
+    key, value = (torch.randn(1, 1, 100, 64, generator=generator).half() for _ in range(2))
+    torch.save([query, key, value], tmp_path / "inputs.pt")
+    result = subprocess.run([sys.executable, "-c", BIG_HEAD_STRIDE, tmp_path / "inputs.pt", tmp_path / "out.pt"],
+                            capture_output=True, text=True, timeout=300,
+                            env=os.environ | {"TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr[-2000:]}"
+    expected = fused.decode(query, key, value, enable_gqa=True, splits=2)
+    assert torch.equal(torch.load(tmp_path / "out.pt"), expected)

@@ -17,6 +17,7 @@ from ..problem import AttentionProblem
 from .forward import launch
 from .kernels import kernel_module
 from .layout import as_4d, batch_slices, cdiv, contiguous_rows, kernel_arguments
+from .support import INT32_MAX, tile_reach
 from .tiles import COMPILE_OPTIONS, TileConfig
 
 PREPROCESS_KERNEL = "attention_backward_preprocess_kernel"
@@ -88,6 +89,10 @@ def backward_arguments(problem: AttentionProblem, output: torch.Tensor, lse: tor
     batch = grad_query.shape[0]
     everything = kernel_arguments(problem, contiguous_rows(as_4d(output)), lse.view(batch, -1))
     grad_output = contiguous_rows(as_4d(grad_output))
+    if tile_reach(grad_output.stride(-2), 1) > INT32_MAX:
+        # The gradient arrives with whatever strides autograd gives it, unchecked by the forward's
+        # unaddressable_reason; in a copy its rows are Ev elements apart.
+        grad_output = grad_output.contiguous()
     everything.update(
         grad_output=grad_output, delta=delta.view(batch, -1),
         grad_query=grad_query, grad_key=grad_key, grad_value=grad_value,

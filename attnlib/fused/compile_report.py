@@ -198,7 +198,7 @@ def decode_arguments(case: CompileCase) -> dict:
     cache = torch.zeros(1, 8, 8192, case.head_dim, dtype=dtype)
     problem = check_problem(query, cache, cache.clone(), enable_gqa=True)
     splits, keys_per_split = 32, 256
-    partial_m = torch.empty(8, splits, problem.group_size)
+    partial_m = torch.empty(1, 8, splits, problem.group_size)
     partial_acc = torch.empty(*partial_m.shape, case.head_dim)
     return decode_kernel_arguments(problem, partial_acc, partial_m, partial_m.clone(), None, keys_per_split,
                                   case.config.block_n)

@@ -10,7 +10,7 @@ import torch
 from ..problem import AttentionProblem, check_problem
 from .forward import launch
 from .kernels import kernel_module
-from .layout import as_4d, cdiv, contiguous_rows, key_lengths, next_power_of_2
+from .layout import as_4d, batch_slices, cdiv, contiguous_rows, key_lengths, next_power_of_2
 from .support import unsupported_reason
 from .tiles import COMPILE_OPTIONS, INTERPRETER_BLOCKS, TileConfig
 
@@ -79,7 +79,9 @@ def decode(
     parts (default: :func:`decode_splits`), each folded into a partial state
     ``(m, l, acc)`` by its own program, which takes all query heads of one
     key/value head so that each cached byte is read once; the partial
-    states are merged with Chapter 8's rule. ``attn_mask``: None or key
+    states are merged with Chapter 8's rule; more than 65535 (sequence,
+    key/value head) pairs, the grid's limit, are launched in slices of whole
+    sequences. ``attn_mask``: None or key
     padding as :func:`attnlib.padding_mask` builds it. Returns the output
     ``(..., Hq, 1, Ev)`` in the input dtype, and ``lse (..., Hq, 1)`` with
     ``return_lse=True``; a sequence with no key gives 0 and ``-inf``.
@@ -118,15 +120,19 @@ def decode(
         splits = decode_splits(batch * kv_heads, problem.key_len, multiprocessors)
     keys_per_split = cdiv(cdiv(problem.key_len, splits), block_n) * block_n
     splits = cdiv(problem.key_len, keys_per_split)  # no part left empty
-    partial_m = torch.empty(batch * kv_heads, splits, group, dtype=torch.float32, device=device)
+    # Batch first, like the inputs, so that a launch can take a slice of whole sequences.
+    partial_m = torch.empty(batch, kv_heads, splits, group, dtype=torch.float32, device=device)
     partial_l = torch.empty_like(partial_m)
     partial_acc = torch.empty(*partial_m.shape, problem.value_dim, dtype=torch.float32, device=device)
     arguments = decode_arguments(problem, partial_acc, partial_m, partial_l, lengths, keys_per_split, block_n)
     if config is not None:
         arguments.update(num_warps=config.num_warps, num_stages=config.num_stages, **COMPILE_OPTIONS)
+    kernel = kernel_module("decode_kernel").decode_split_kernel
     with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-        kernel_module("decode_kernel").decode_split_kernel[(splits, batch * kv_heads)](**arguments)
-    output, lse = merge_partial_states(partial_m, partial_l, partial_acc)
+        # B * Hkv programs on the grid's second axis, which CUDA caps at MAX_BATCH_HEADS.
+        for part in batch_slices(arguments, kv_heads):
+            kernel[(splits, part["query"].shape[0] * kv_heads)](**part)
+    output, lse = merge_partial_states(*(x.flatten(0, 1) for x in (partial_m, partial_l, partial_acc)))
     output = output.reshape(problem.output_shape).to(query.dtype)
     lse = lse.reshape(query.shape[:-1])
     return (output, lse) if return_lse else output

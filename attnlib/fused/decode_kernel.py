@@ -21,13 +21,14 @@ def decode_split_kernel(
 ):
     """One decoding step, split over the keys (Flash-Decoding): one part of the cache, one key/value head.
 
-    Grid: ``(splits, B * Hkv)``. Each program takes the ``group_size`` query
+    Grid: ``(splits, B * Hkv)``, B that of a slice of the batch (``decode``
+    launches B * Hkv <= 65535 at a time). Each program takes the ``group_size`` query
     heads that share one key/value head as the rows of its block (one query
     each, ``query (B, Hq, 1, E)``), so every key and value of the cache is
     read by one program only, and folds the keys
     ``[split * keys_per_split, (split + 1) * keys_per_split)`` into a partial
     state ``(m, l, acc)``, in base 2, written to ``partial_m``, ``partial_l``
-    ``(B * Hkv, splits, group_size)`` and ``partial_acc`` ``(B * Hkv, splits,
+    ``(B, Hkv, splits, group_size)`` and ``partial_acc`` ``(B, Hkv, splits,
     group_size, Ev)``, all fp32 and contiguous. Merging the splits' states is
     Chapter 8's rule for merging two states, done by ``attnlib.fused.decode``.
     ``keys_per_split`` is a multiple of ``BLOCK_N``.
@@ -41,7 +42,9 @@ def decode_split_kernel(
     dims = tl.arange(0, BLOCK_E)
     value_dims = tl.arange(0, BLOCK_EV)
     first_query_head = query + batch * stride_qb + kv_head * group_size * stride_qh
-    q = tl.load(first_query_head + group_rows[:, None] * stride_qh + dims[None, :],
+    # 64-bit: the heads are this block's rows, and a query sliced from a long prefill has heads
+    # L * E elements apart, so that a group of them can span more than 2**31 elements.
+    q = tl.load(first_query_head + group_rows[:, None].to(tl.int64) * stride_qh + dims[None, :],
                 mask=(group_rows[:, None] < group_size) & (dims[None, :] < HEAD_DIM), other=0.0)
     key_base = key + batch * stride_kb + kv_head * stride_kh
     value_base = value + batch * stride_vb + kv_head * stride_vh

@@ -95,8 +95,10 @@ def kernel_arguments(problem: AttentionProblem, output: torch.Tensor, log_sum_ex
 PER_ROW_ARGUMENTS = ("log_sum_exp", "delta")
 
 
-def batch_slices(arguments: dict, query_heads: int):
+def batch_slices(arguments: dict, heads: int):
     """``arguments`` for consecutive slices of the batch of at most ``MAX_BATCH_HEADS`` (batch, head) pairs.
+
+    ``heads``: the heads per sequence that the launch's grid counts.
 
     Every tensor argument has the batch as its first axis (those of
     ``PER_ROW_ARGUMENTS`` are viewed as ``(B, Hq * L)``); each slice is a
@@ -107,6 +109,6 @@ def batch_slices(arguments: dict, query_heads: int):
     for name in PER_ROW_ARGUMENTS:
         if name in tensors:
             tensors[name] = tensors[name].view(batch, -1)
-    step = MAX_BATCH_HEADS // query_heads
+    step = MAX_BATCH_HEADS // heads
     for start in range(0, batch, step):
         yield dict(arguments, **{name: value[start:start + step] for name, value in tensors.items()})

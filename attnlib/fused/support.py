@@ -72,6 +72,12 @@ def _row_strides(problem: AttentionProblem) -> dict[str, tuple[int, int]]:
     return strides
 
 
+def tile_reach(row_stride: int, element_stride: int) -> int:
+    """The largest offset, in elements, that the kernels compute in 32 bits inside a tile of a tensor."""
+    # Inside a tile, row and column are below MAX_BLOCK (a head width is at most 256 too).
+    return (MAX_BLOCK - 1) * (row_stride + element_stride)
+
+
 def unaddressable_reason(problem: AttentionProblem) -> str | None:
     """None when the kernel's 32-bit offsets inside a tile reach every element of ``problem``, else why not."""
     for name, length in (("query", problem.query_len), ("key", problem.key_len)):
@@ -79,8 +85,7 @@ def unaddressable_reason(problem: AttentionProblem) -> str | None:
             return (f"{name} has {length} rows; the kernel counts rows in 32 bits, "
                     f"up to {INT32_MAX - MAX_BLOCK}")
     for name, (row_stride, element_stride) in _row_strides(problem).items():
-        # Inside a tile, row and column are below MAX_BLOCK (a head width is at most 256 too).
-        reach = (MAX_BLOCK - 1) * (row_stride + element_stride)
+        reach = tile_reach(row_stride, element_stride)
         if reach > INT32_MAX:
             return (f"{name} has row stride {row_stride}: offsets inside a tile of {MAX_BLOCK} rows "
                     f"reach {reach}, past the 2**31 - 1 of the kernel's 32-bit offsets; a contiguous "
