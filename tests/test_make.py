@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -106,3 +107,15 @@ def test_macos_and_windows_take_the_package_indexs_build(monkeypatch, platform):
     monkeypatch.setattr(make, "index_reachable", lambda url, timeout=10.0: pytest.fail("no index probe needed"))
     monkeypatch.setattr(make, "pip", lambda venv, *args: pytest.fail("requirements.txt installs torch there"))
     make.install_cpu_torch(pathlib.Path("unused"), "2.13.0")
+
+
+def test_torch_env_lets_the_new_venv_import_this_environments_torch(tmp_path):
+    """TORCH=env from inside a venv (this test's): --system-site-packages alone would show the
+    new venv the base interpreter's packages, not this environment's torch."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    make.see_this_environment(venv)
+    found = subprocess.run([str(make.venv_file(venv, "python")), "-c", "import torch; print(torch.__file__)"],
+                           capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr[-500:]
+    assert found.stdout.strip() == torch.__file__

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -171,6 +172,19 @@ def stamp_of(torch_source: str) -> str:
     return json.dumps({"torch": torch_source, "python": sys.version.split()[0], "inputs": digest.hexdigest()})
 
 
+def see_this_environment(venv: Path) -> None:
+    """Let ``venv`` import the packages of the environment this script runs in.
+
+    --system-site-packages shows a venv the base interpreter's packages; when this script runs
+    in a venv or a conda environment that holds torch, those live elsewhere: a .pth file in the
+    new venv appends them to its path, after its own packages, so what the book installs wins.
+    """
+    here = [path for path in site.getsitepackages() if Path(path).is_dir()]
+    found = subprocess.run([str(venv_file(venv, "python")), "-c", "import site; print(site.getsitepackages()[0])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    (Path(found) / "_environment_of_tools_make.pth").write_text("\n".join(here) + "\n")
+
+
 def create_venv(venv: Path, torch_source: str) -> None:
     """Create or update ``venv``; skipped when its inputs have not changed since the last install."""
     check_python()
@@ -188,6 +202,8 @@ def create_venv(venv: Path, torch_source: str) -> None:
     if created.returncode:
         raise fail("`python -m venv` failed. On Debian and Ubuntu it needs the python3-venv package "
                    "(sudo apt install python3-venv, or python3.X-venv for your version).")
+    if torch_source == "env":
+        see_this_environment(venv)
     pip(venv, "install", "--upgrade", "pip")
     requirements = REQUIREMENTS.read_text()
     version = pinned_torch(requirements)
