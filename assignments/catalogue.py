@@ -75,10 +75,13 @@ def manual_points(exercise: Exercise, bank: tasks.Bank) -> int:
 
 
 def numbers(exercise: Exercise, bank: tasks.Bank) -> str:
-    """"course" (drawn by the course seed, graded), "practice" (the book's, 0 points) or "-" (no answer to check)."""
+    """"course" (drawn by the course seed, graded), "practice" (the book's, 0 points), "self-check" (practice
+    whose checker guesses can pass) or "-" (no answer to check)."""
     if graded(exercise, bank):
         return "course"
-    return "practice" if exercise.checked else "-"
+    if not exercise.checked:
+        return "-"
+    return "self-check" if exercises.CHECKERS[exercise.label].self_check else "practice"
 
 
 def chapter_paths() -> list[pathlib.Path]:
