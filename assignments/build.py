@@ -166,15 +166,22 @@ PRACTICE_BANNER = (
 
 
 def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.Bank, course_seed: int,
-                    ref: str) -> tuple[dict, dict]:
-    """The otter master notebook of ``chapter``, and the reference answers of its graded questions."""
+                    ref: str, show_hidden: bool = False) -> tuple[dict, dict]:
+    """The otter master notebook of ``chapter``, and the reference answers of its graded questions.
+
+    ``show_hidden``: Gradescope shows the hidden tests' results once grades are published (their
+    failure text names the exercise, never the answer).
+    """
     config = {
         "name": chapter, "init_cell": False, "check_all_cell": False, "run_tests": False,
         "export_cell": {"pdf": False, "instructions": "Run this cell and hand in the file it writes "
                                                       "(in Colab, the notebook it downloads)."},
-        "generate": {"pdf": False, "filtering": False, "show_stdout": False},
+        "generate": {"pdf": False, "filtering": False, "show_stdout": False, "show_hidden": show_hidden},
         "autograder_files": ["grading.py", grading.REFERENCES], "requirements": "requirements.txt",
         "overwrite_requirements": True, "tests": {"files": False, "ok_format": False},
+        # the autograder computes with the Python that computed the references, and has git for
+        # requirements.txt's git+ install of attnlib (otter's setup installs no git)
+        "python_version": f"{sys.version_info.major}.{sys.version_info.minor}", "environment": "environment.yml",
     }
     title = found[0].chapter_title
     introduction = (
@@ -214,6 +221,10 @@ def requirements(ref: str) -> str:
     url, _ = repository()
     return (f"--extra-index-url https://download.pytorch.org/whl/cpu\ntorch=={torch.__version__.split('+')[0]}\n"
             f"attnlib @ git+{url}@{ref}\notter-grader=={OTTER_VERSION}\n")
+
+
+# otter merges this into the conda environment of its autograder
+AUTOGRADER_ENVIRONMENT = {"name": "otter-env", "channels": ["conda-forge"], "dependencies": ["git"]}
 
 
 # --- pinning: the ref the autograder installs is the library that computed the answers --------
@@ -280,7 +291,8 @@ def check_installed(commit: str) -> None:
 # --- the build --------------------------------------------------------------------------------
 
 def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None, ref: str | None = None,
-          bank: pathlib.Path | None = None, allow_branch: bool = False) -> list[pathlib.Path]:
+          bank: pathlib.Path | None = None, allow_branch: bool = False, show_hidden: bool = False
+          ) -> list[pathlib.Path]:
     """Build the assignments of ``chapters`` (all when None) into ``out``; returns the chapters' folders.
 
     A bank for credit (PUBLIC_PRACTICE false) needs ``ref``, a tag or commit, and the installed attnlib
@@ -308,11 +320,12 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
             continue
         source = out / "source" / path.stem
         source.mkdir(parents=True, exist_ok=True)
-        master, references = master_notebook(path.stem, found, loaded, course_seed, ref)
+        master, references = master_notebook(path.stem, found, loaded, course_seed, ref, show_hidden)
         (source / path.name).write_text(json.dumps(master, indent=1) + "\n")
         shutil.copy(HERE / "grading.py", source / "grading.py")
         (source / grading.REFERENCES).write_text(json.dumps(references, indent=1) + "\n")
         (source / "requirements.txt").write_text(requirements(ref))
+        (source / "environment.yml").write_text(yaml.safe_dump(AUTOGRADER_ENVIRONMENT, sort_keys=False))
         result = out / path.stem
         shutil.rmtree(result, ignore_errors=True)
         with redirect_stdout(sys.stderr):
@@ -353,9 +366,11 @@ def main(argv: list[str] | None = None) -> None:
                                       "must be that commit (default for the example bank: repository.branch in "
                                       "_config.yml)")
     parser.add_argument("--allow-branch", action="store_true", help="accept a branch as --ref, with a warning")
+    parser.add_argument("--show-hidden", action="store_true",
+                        help="show the hidden tests' results on Gradescope once grades are published")
     args = parser.parse_args(argv)
     try:
-        built = build(args.out, args.seed, args.chapters, args.ref, args.bank, args.allow_branch)
+        built = build(args.out, args.seed, args.chapters, args.ref, args.bank, args.allow_branch, args.show_hidden)
     except ValueError as exc:
         parser.error(str(exc))
     for result in built:

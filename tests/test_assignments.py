@@ -19,6 +19,7 @@ import nbformat
 import numpy as np
 import pytest
 import torch
+import yaml
 from nbclient import NotebookClient
 from otter.api import grade_submission
 
@@ -281,6 +282,11 @@ def test_the_autograder_installs_the_pinned_commit(private):
     assert f"attnlib @ git+{url}@{commit}" in (result / "autograder" / "requirements.txt").read_text()
     assert f"git+{url}@{commit}" in (result / "student" / f"{result.name}.ipynb").read_text()
     assert json.loads((out / "build.json").read_text())["commit"] == commit
+    with zipfile.ZipFile(result / "autograder" / "autograder.zip") as bundle:
+        environment = yaml.safe_load(bundle.read("environment.yml"))
+    assert "git" in environment["dependencies"], "the git+ install of attnlib needs git"
+    assert f"python={sys.version_info.major}.{sys.version_info.minor}" in environment["dependencies"], \
+        "the autograder computes with the Python that computed the references"
 
 
 # --- strict, non-leaking grading ---------------------------------------------------------------
@@ -473,3 +479,55 @@ def test_the_instructor_page_lists_every_exercise():
         "run python assignments/catalogue.py --write instructor.md"
     labels = [e.label for e in catalogue.all_exercises()]
     assert all(f"`{label}`" in page for label in labels)
+
+
+# --- written answers, end to end ---------------------------------------------------------------
+
+def test_written_answers_are_collected_graded_and_counted(built, tmp_path):
+    """A folder of submissions: otter run grades the code, written.py collects the written
+    answers for grading by hand and adds their scores to otter's."""
+    import written
+
+    out, results = built
+    chapter = next(c for c in GRADED if any(e.written for e in exercises(c)))
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    (submissions / "alice.ipynb").write_text((results[chapter] / "autograder" / f"{chapter}.ipynb").read_text())
+    (submissions / "bob.ipynb").write_text((results[chapter] / "student" / f"{chapter}.ipynb").read_text())
+    written.collect(submissions, out, tmp_path / "hand")
+    questions = {(f"{e.label}-written" if e.checked else e.label): catalogue.manual_points(e, EXAMPLE)
+                 for e in exercises(chapter) if e.written}
+    page = (tmp_path / "hand" / "written.md").read_text()
+    for question, points in questions.items():
+        assert f"## {question} ({points} points)" in page
+    with open(tmp_path / "hand" / "written_scores.csv") as table:
+        rows = list(csv.DictReader(table))
+    assert sorted((r["student"], r["question"]) for r in rows) == sorted(
+        (student, q) for student in ("alice", "bob") for q in questions)
+    for row in rows:  # the reference's answers get full marks, the blank ones none
+        row["score"] = row["points"] if row["student"] == "alice" else "0"
+    with open(tmp_path / "scores.csv", "w", newline="") as table:
+        writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    bundle = results[chapter] / "autograder" / "autograder.zip"
+    otter = pathlib.Path(sys.executable).with_name("otter")
+    for student in ("alice", "bob"):
+        (tmp_path / "results" / student).mkdir(parents=True)
+        subprocess.run([str(otter), "run", "-a", str(bundle), "-o", str(tmp_path / "results" / student),
+                        str(submissions / f"{student}.ipynb")], check=True, capture_output=True)
+    written.totals(tmp_path / "results", tmp_path / "scores.csv", tmp_path / "totals.csv")
+    with open(tmp_path / "totals.csv") as table:
+        totals = {row["student"]: row for row in csv.DictReader(table)}
+    manual = sum(questions.values())
+    assert totals["alice"] == {"student": "alice", "auto": f"{auto_points(chapter):g}", "written": f"{manual:g}",
+                               "total": f"{auto_points(chapter) + manual:g}"}
+    assert totals["bob"]["total"] == "0"
+
+
+def test_totals_refuse_a_missing_score(tmp_path):
+    import written
+
+    (tmp_path / "scores.csv").write_text("student,question,points,score\nalice,ex-07-extrapolate-written,1,\n")
+    with pytest.raises(ValueError, match="got none for alice, ex-07-extrapolate-written"):
+        written.totals(tmp_path, tmp_path / "scores.csv", tmp_path / "totals.csv")
