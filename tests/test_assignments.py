@@ -96,6 +96,8 @@ def test_reference_solutions_get_full_marks_for_other_seeds(seed, chapters, tmp_
     for chapter in chapters:
         reference = grade(results[chapter] / "autograder" / f"{chapter}.ipynb", results[chapter])
         assert reference.total == reference.possible == auto_points(chapter) > 0, (seed, reference.summary())
+        blank = grade(results[chapter] / "student" / f"{chapter}.ipynb", results[chapter])
+        assert blank.total == 0 and blank.possible == auto_points(chapter), seed
 
 
 @pytest.mark.parametrize("task", EXAMPLE.tasks.values(), ids=lambda t: t.label)
@@ -431,31 +433,35 @@ PRESENT_AS_COLAB = textwrap.dedent('''\
     ''')
 
 
-def test_a_colab_kernel_runs_the_assignment_and_writes_the_file_to_hand_in(built, tmp_path, monkeypatch):
-    """In a kernel that presents itself as Colab, the reference notebook runs without an error:
-    its checks say the answers are filled in, its export writes the notebook and offers it for
-    download, and that file gets full marks. (otter's own Notebook raises there.)"""
+@pytest.mark.parametrize("edition", ["student", "autograder"])
+def test_a_colab_kernel_runs_the_assignment_and_writes_the_file_to_hand_in(edition, built, tmp_path, monkeypatch):
+    """In a kernel that presents itself as Colab, the student notebook (blank) and the reference
+    notebook run without an error: their checks say whether each answer is filled in, their
+    export writes the notebook and offers it for download, and that file gets zero and full
+    marks. (otter's own Notebook raises there.)"""
     _, results = built
     chapter = GRADED[0]
     for name, text in FAKE_COLAB.items():
         (tmp_path / "fake" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "fake" / name).write_text(text)
-    reference = results[chapter] / "autograder" / f"{chapter}.ipynb"
-    monkeypatch.setenv("FAKE_COLAB_NOTEBOOK", str(reference))
+    opened = results[chapter] / edition / f"{chapter}.ipynb"
+    monkeypatch.setenv("FAKE_COLAB_NOTEBOOK", str(opened))
     monkeypatch.setenv("FAKE_COLAB_DOWNLOADS", str(tmp_path / "downloads.txt"))
     work = tmp_path / "content"
     work.mkdir()
-    notebook = nbformat.read(reference, as_version=4)
+    notebook = nbformat.read(opened, as_version=4)
     notebook.cells.insert(0, nbformat.v4.new_code_cell(PRESENT_AS_COLAB.format(path=str(tmp_path / "fake"))))
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
     printed = "\n".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
+    said = "is filled in" if edition == "autograder" else "is not filled in yet"
     for exercise in exercises(chapter):
         if catalogue.graded(exercise, EXAMPLE):
-            assert f"{exercise.label}: {answer_name(exercise.label)} is filled in" in printed
+            assert f"{exercise.label}: {answer_name(exercise.label)} {said}" in printed
     handed_in = work / f"{chapter}.ipynb"
     assert (tmp_path / "downloads.txt").read_text().split() == [str(handed_in)]
     graded = grade(handed_in, results[chapter])
-    assert graded.total == graded.possible == auto_points(chapter)
+    assert graded.possible == auto_points(chapter)
+    assert graded.total == (graded.possible if edition == "autograder" else 0)
 
 
 def test_otter_alone_fails_in_colab(tmp_path):
