@@ -22,6 +22,56 @@ PUBLIC_PRACTICE = True
 FLOAT32 = 1e-5
 DTYPES = ("float16", "bfloat16", "float32")
 
+
+# The draws that derive one number from another (a width from heads, a count from a length).
+
+def _head_width(rng):
+    heads, d_k = rng.randint(2, 64), rng.choice([32, 64, 96, 128])
+    return {"d_model": heads * d_k, "heads": heads, "d_k": d_k}
+
+
+def _bernoulli(rng):
+    denominator = rng.randint(3, 12)
+    return {"p": str(Fraction(rng.randint(1, denominator - 1), denominator))}
+
+
+def _batch_decode(rng):
+    slots = rng.randint(3, 12)
+    return {"slots": slots, "first": slots, "second": rng.randint(1, slots - 1)}
+
+
+def _twelve_heads(rng):
+    heads = rng.randint(2, 64)
+    return {"d_model": heads * rng.choice([32, 64, 96, 128]), "heads": heads}
+
+
+def _max_length(rng):
+    small = rng.randint(8, 80)
+    return {"heads": rng.randint(8, 64), "batch": rng.randint(1, 8), "small": small,
+            "large": small * rng.randint(2, 4), "dtype": rng.choice(DTYPES)}
+
+
+def _causal_tiles(rng):
+    n, block_m, block_n = 128 * rng.randint(4, 16), rng.choice([32, 64, 128]), rng.choice([16, 32, 64])
+    return {"n": n, "block_m": block_m, "block_n": block_n, "blocks": n // block_m,
+            "pairs": (n // block_m) * (n // block_n)}
+
+
+def _gqa_heads(rng):
+    kv_heads = rng.randint(2, 8)
+    return {"query_heads": kv_heads * rng.randint(2, 6), "kv_heads": kv_heads}
+
+
+def _causal_work(rng):
+    ranks = rng.choice([2, 4, 8])
+    return {"n": 2 * ranks * rng.randint(2, 12), "ranks": ranks, "last": ranks - 1}
+
+
+def _temperatures(rng):
+    heads = rng.randint(8, 64)
+    return {"width": 32 * rng.randint(1, 16), "model": heads * rng.choice([64, 96, 128]), "heads": heads}
+
+
 TASKS = [
     # the worked example has three queries only: scaling its values gives more than two courses
     Task("ex-01-row-two", draw=lambda rng: {"row": rng.choice([1, 2, 3]), "factor": rng.randint(2, 9)},
@@ -37,7 +87,8 @@ answer = (attnlib.attention_weights(Q, K)[{row} - 1],
          prompt="a pair (weights_shape, output_shape) of tuples of ints for values of width {width}",
          solution="""\
 values = torch.ones(3, {width}, dtype=torch.float64)
-answer = (tuple(attnlib.attention_weights(Q, K).shape), tuple(attnlib.scaled_dot_product_attention(Q, K, values).shape))"""),
+answer = (tuple(attnlib.attention_weights(Q, K).shape),
+          tuple(attnlib.scaled_dot_product_attention(Q, K, values).shape))"""),
     Task("ex-02-unequal-scales",
          draw=lambda rng: {"sigma_q": str(rng.randint(2, 9)), "sigma_k": f"1/{rng.randint(2, 9)}"},
          book={"sigma_q": "2", "sigma_k": "1/2"},
@@ -48,8 +99,7 @@ answer = variance.score_variance().subs({{variance.mu_q: 0, variance.mu_k: 0,
                                          variance.sigma_q: sp.Rational("{sigma_q}"),
                                          variance.sigma_k: sp.Rational("{sigma_k}")}})"""),
     Task("ex-02-head-width",
-         draw=lambda rng: (lambda heads, d_k: {"d_model": heads * d_k, "heads": heads, "d_k": d_k})(
-             rng.randint(2, 64), rng.choice([32, 64, 96, 128])),
+         draw=_head_width,
          book={"d_model": 512, "heads": 8, "d_k": 64}, rtol=FLOAT32,
          numbers="Use d_model = {d_model} split into {heads} heads, with scores divided by sqrt({d_model}).",
          prompt="a number: the variance of q . k / sqrt({d_model}) when q . k runs over d_k = {d_k} coordinates",
@@ -57,8 +107,7 @@ answer = variance.score_variance().subs({{variance.mu_q: 0, variance.mu_k: 0,
 wrong = variance.derive_scaled_variance(sp.sqrt({d_model}))[-1].equation.rhs
 answer = float(wrong.subs(variance.d, {d_model} // {heads}))"""),
     Task("ex-02-bernoulli",
-         draw=lambda rng: (lambda b: {"p": str(Fraction(rng.randint(1, b - 1), b))})(
-             rng.randint(3, 12)),
+         draw=_bernoulli,
          book={"p": "1/2"}, also_at={"d": 3},
          numbers="Let each coordinate be 1 with probability {p} and 0 otherwise (mean p, variance p(1 - p)).",
          prompt="a pair (mean, variance) of q . k for coordinates that are 1 with probability {p}: SymPy "
@@ -90,8 +139,7 @@ answer = [float(sp.solve(sp.Eq(scaled.subs(variance.d, width), 2), rho)[0]) for 
 rows = mc.chunk_rows(mc.independent_pairs("gaussian", {width}), {samples}, {mib} * 2**20)
 answer = (rows, math.ceil({samples} / rows))  # the last chunk may be partial"""),
     Task("ex-05-batch-decode",
-         draw=lambda rng: (lambda slots: {"slots": slots, "first": slots, "second": rng.randint(1, slots - 1)})(
-             rng.randint(3, 12)),
+         draw=_batch_decode,
          book={"slots": 5, "first": 5, "second": 3},
          numbers="The cache has {slots} slots; sequence 1 fills them, sequence 2 has {second} real tokens "
                  "(the mask has shape (2, 1, {slots})).",
@@ -99,8 +147,7 @@ answer = (rows, math.ceil({samples} / rows))  # the last chunk may be partial"""
          solution="""\
 answer = attnlib.padding_mask(torch.tensor([{first}, {second}]), {slots})[:, 0]"""),
     Task("ex-06-twelve-heads",
-         draw=lambda rng: (lambda heads: {"d_model": heads * rng.choice([32, 64, 96, 128]), "heads": heads})(
-             rng.randint(2, 64)),
+         draw=_twelve_heads,
          book={"d_model": 768, "heads": 12}, rtol=FLOAT32,
          numbers="Use d_model = {d_model} and {heads} heads.",
          prompt="a pair (d_k, t_eff): the head width and the temperature hidden by dividing by sqrt(d_model), "
@@ -129,9 +176,7 @@ answer = tuple(kv_cache_bytes({layers}, heads, {width}, {tokens}, dtype=torch.bf
          solution="""\
 answer = torch.empty({batch}, {heads}, {n}, {n}, dtype=torch.{dtype}, device="meta").nbytes"""),
     Task("ex-07-max-length",
-         draw=lambda rng: (lambda small: {"heads": rng.randint(8, 64), "batch": rng.randint(1, 8), "small": small,
-                                          "large": small * rng.randint(2, 4), "dtype": rng.choice(DTYPES)})(
-             rng.randint(8, 80)),
+         draw=_max_length,
          book={"heads": 16, "batch": 2, "small": 24, "large": 48, "dtype": "float16"},
          numbers="Use {heads} heads, a batch of {batch}, {dtype}, and budgets of {small} GiB and {large} GiB.",
          prompt="a pair (n_small, n_large) of ints: the largest n for one {dtype} copy of the scores of {heads} "
@@ -150,9 +195,7 @@ answer = tuple(math.isqrt(gib * 2**30 // bytes_per_n_squared) for gib in ({small
 blocks = [(64, 128), (tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K), ({n}, tiled.DEFAULT_BLOCK_K)]
 answer = [4 * max({heads} * block_q * block_k, {heads} * {n} * {width}) for block_q, block_k in blocks]"""),
     Task("ex-09-causal-tiles",
-         draw=lambda rng: (lambda n, block_m, block_n: {"n": n, "block_m": block_m, "block_n": block_n,
-                                                        "blocks": n // block_m, "pairs": (n // block_m) * (n // block_n)})(
-             128 * rng.randint(4, 16), rng.choice([32, 64, 128]), rng.choice([16, 32, 64])),
+         draw=_causal_tiles,
          book={"n": 1024, "block_m": 128, "block_n": 64, "blocks": 8, "pairs": 128}, rtol=FLOAT32,
          numbers="Use L = S = {n}, BLOCK_M = {block_m} and BLOCK_N = {block_n} (so {blocks} query blocks).",
          prompt="a pair (counts, fraction): a {blocks} x 3 array of ints, (unmasked, masked, skipped) key tiles per "
@@ -167,7 +210,7 @@ for start in range(0, {n}, {block_m}):
 counts = np.array(counts)
 answer = (counts, counts[:, :2].sum() / counts.sum())"""),
     Task("ex-09-gqa-heads",
-         draw=lambda rng: (lambda kv: {"query_heads": kv * rng.randint(2, 6), "kv_heads": kv})(rng.randint(2, 8)),
+         draw=_gqa_heads,
          book={"query_heads": 8, "kv_heads": 2}, rtol=FLOAT32,
          numbers="Use {query_heads} query heads and {kv_heads} key/value heads; value head j is all j "
                  "(so out[0, :, 0, 0] has {query_heads} numbers).",
@@ -187,8 +230,7 @@ answer = attnlib.scaled_dot_product_attention(q, k, v, enable_gqa=True)[0, :, 0,
          solution="""\
 answer = (4 * {heads} * {length} * {length}, 4 * {heads} * {length})"""),
     Task("ex-11-causal-work",
-         draw=lambda rng: (lambda ranks: {"n": 2 * ranks * rng.randint(2, 12), "ranks": ranks, "last": ranks - 1})(
-             rng.choice([2, 4, 8])),
+         draw=_causal_work,
          book={"n": 32, "ranks": 4, "last": 3},
          numbers="Use n = {n} positions on W = {ranks} ranks.",
          prompt="a pair (contiguous, zigzag) of {ranks} ints each: the causal (query, key) pairs that ranks 0 to "
@@ -242,8 +284,7 @@ s = torch.tensor([0.0, 5.0, 15.0], dtype=torch.float64, requires_grad=True)
 ({cap} * torch.tanh(s / {cap})).sum().backward()
 answer = s.grad.clone()"""),
     Task("ex-12-temperatures",
-         draw=lambda rng: (lambda heads: {"width": 32 * rng.randint(1, 16), "model": heads * rng.choice([64, 96, 128]),
-                                          "heads": heads})(rng.randint(8, 64)),
+         draw=_temperatures,
          book={"width": 256, "model": 3072, "heads": 24}, rtol=FLOAT32,
          numbers="Use heads of width {width} and d_model / h = {model} / {heads}: the scales are "
                  "({model}/{heads})^-1/2, 8/{width} and 1, against 1/sqrt({width}).",

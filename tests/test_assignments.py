@@ -36,7 +36,8 @@ from attnlib.exercises.assignment import answer_name, is_answered  # noqa: E402
 EXAMPLE = tasks.load_bank(tasks.EXAMPLE_BANK)
 WITH_EXERCISES = [path.stem for path in catalogue.chapter_paths() if catalogue.chapter_exercises(path)]
 GRADED = [chapter for chapter in WITH_EXERCISES
-          if any(catalogue.graded(e, EXAMPLE) for e in catalogue.chapter_exercises(catalogue.CHAPTERS / f"{chapter}.ipynb"))]
+          if any(catalogue.graded(e, EXAMPLE)
+                 for e in catalogue.chapter_exercises(catalogue.CHAPTERS / f"{chapter}.ipynb"))]
 COURSE_SEED = 2026
 # Five more courses: each grades its reference notebooks of a few chapters with otter, so that
 # every chapter is graded under a seed other than COURSE_SEED too.
