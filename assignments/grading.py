@@ -22,7 +22,7 @@ REFERENCES = "references.json"
 VALUE_RTOL = 1e-9
 
 
-def _plain(x):
+def on_the_cpu(x):
     """A tensor as a NumPy array on the CPU (a student may compute on a GPU); anything else unchanged."""
     if hasattr(x, "detach") and hasattr(x, "cpu"):
         return x.detach().cpu().numpy()
@@ -33,7 +33,7 @@ def _plain(x):
 
 def encode(value) -> dict:
     """``value`` (a reference answer) as JSON data that ``decode`` turns back into the same kind."""
-    value = _plain(value)
+    value = on_the_cpu(value)
     if value is None:
         return {"kind": "none"}
     if isinstance(value, (bool, np.bool_)):
@@ -117,7 +117,7 @@ def matches(got, expected, rtol: float = 0.0, atol: float = 0.0, also_at: dict |
     an array whose dtype says what it holds (bool, int: exactly; float), or a tuple of those,
     matched item by item. Never raises: an answer that cannot be read does not match.
     """
-    got = _plain(got)
+    got = on_the_cpu(got)
     try:
         if isinstance(expected, tuple):
             return (isinstance(got, (tuple, list)) and len(got) == len(expected)
