@@ -30,10 +30,17 @@ student-edition: env
 	$(VENV)/bin/python -m attnlib.exercises student-edition _build/student
 
 # Graded assignments for otter-grader, one per chapter: student notebooks, autograder bundles
-# with hidden tests, reference solutions. COURSE_SEED picks each exercise's numbers.
+# with hidden tests, reference solutions (instructor.md). BANK is the question bank kept outside
+# the repository (default: the public example bank, practice only); REF the tag or commit the
+# autograder installs (needed with BANK; ALLOW_BRANCH=1 accepts a branch, with a warning);
+# COURSE_SEED draws each exercise's numbers.
 COURSE_SEED ?= 0
+BANK ?=
+REF ?=
+ALLOW_BRANCH ?=
 assignments: env
-	$(VENV)/bin/python assignments/build.py _build/assignments --seed $(COURSE_SEED)
+	$(VENV)/bin/python assignments/build.py _build/assignments --seed $(COURSE_SEED) \
+		$(if $(BANK),--bank $(BANK)) $(if $(REF),--ref $(REF)) $(if $(ALLOW_BRANCH),--allow-branch)
 
 clean:
 	rm -rf _build $(VENV)

@@ -1,64 +1,59 @@
 """Build the graded assignments: one otter-grader assignment per chapter with exercises.
 
-    python assignments/build.py OUT [--seed N] [--chapters 01 07]
+    python assignments/build.py OUT --bank BANK --seed N --ref TAG_OR_COMMIT [--chapters 01 07]
 
-For each chapter, writes an otter "master" notebook into OUT/source/ and runs ``otter assign``
-on it, which writes
+BANK is the question bank (see tasks.py), kept outside the public repository for a course
+graded for credit; without --bank the public example bank is used and every assignment says it
+is practice. For each chapter, writes an otter "master" notebook with its support files into
+OUT/source/NN_topic/ (solutions and reference answers: never hand that folder out) and runs
+``otter assign`` on it, which writes
 
     OUT/NN_topic/student/NN_topic.ipynb         the notebook to hand out
     OUT/NN_topic/autograder/autograder.zip      the bundle for Gradescope or ``otter run``,
-                                                with the hidden tests
+                                                with the hidden tests and the course's answers
     OUT/NN_topic/autograder/NN_topic.ipynb      the reference solutions
-    OUT/catalogue.csv                           every exercise: label, chapter, points, auto or by hand
+    OUT/catalogue.csv                           every exercise: label, chapter, points, how graded
+    OUT/points.csv                              every assignment: auto, by-hand and total points
+    OUT/build.json                              what was built from: seed, ref and its commit, bank
 
-Each checked exercise becomes an autograded question whose hidden test compares the
-answer with the reference for the course's numbers (``--seed``); an exercise that asks
-why, and every exercise without a checker, gets a written answer graded by hand.
+An exercise of the bank becomes an autograded question whose hidden test compares the answer
+with the reference for the course's numbers, computed here by the installed attnlib, which
+must be the ref the autograder installs. Any other checked exercise is practice (attnlib's
+check, no points); an exercise that asks why, and every exercise without a checker, gets a
+written answer graded by hand.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import pathlib
 import re
 import shutil
+import subprocess
 import sys
+import warnings
 from contextlib import redirect_stdout
 
-import numpy as np
-import sympy as sp
 import torch
 import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 
 import catalogue  # noqa: E402
+import grading  # noqa: E402
 import tasks  # noqa: E402
 from install_cells import repository  # noqa: E402
 
+import attnlib  # noqa: E402
+from attnlib.exercises.assignment import answer_name  # noqa: E402
+
 OTTER_VERSION = "7.0.0"
 _BOOK_ROLE = re.compile(r"\{(?:eq|ref|numref|doc)\}`([^`]*)`")
-
-
-def answer_name(label: str) -> str:
-    return "answer_" + label.replace("-", "_")
-
-
-def literal(value) -> str:
-    """Python source that evaluates to ``value`` in a hidden test (with ``sp`` imported)."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    if isinstance(value, sp.Expr):
-        return f"sp.sympify({sp.srepr(value)!r})"
-    if value is None or isinstance(value, (bool, np.bool_)):
-        return repr(None if value is None else bool(value))
-    if isinstance(value, tuple):
-        return "(" + "".join(f"{literal(x)}, " for x in value) + ")"
-    if isinstance(value, (list, np.ndarray)):
-        return repr(np.asarray(value, dtype=float).tolist())
-    return repr(float(value))
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z`$(])")
 
 
 def _cell(kind: str, source: str, **metadata) -> dict:
@@ -78,58 +73,75 @@ def _plain_text(markdown: str) -> str:
     return _BOOK_ROLE.sub(lambda m: f"the book's `{m.group(1)}`", markdown)
 
 
-def question_cells(exercise: catalogue.Exercise, course_seed: int) -> list[dict]:
-    """The otter question (and written question) of one exercise."""
-    cells = []
+def _without_practice_check(markdown: str) -> str:
+    """The exercise's text without its sentences that send the student to ``attnlib.exercises.check``,
+    which knows the book's numbers only and so calls a right answer to the course's numbers wrong."""
+    paragraphs = []
+    for paragraph in markdown.split("\n\n"):
+        if "attnlib.exercises.check(" in paragraph:
+            paragraph = " ".join(sentence for sentence in _SENTENCE_END.split(paragraph)
+                                 if "attnlib.exercises.check(" not in sentence)
+        paragraphs.append(paragraph)
+    return "\n\n".join(paragraphs)
+
+
+def _written_question(name: str, points: int, prompt: str, solution: str) -> list[dict]:
+    return [
+        _cell("raw", f"# BEGIN QUESTION\nname: {name}\nmanual: true\npoints: {points}"),
+        _cell("markdown", prompt),
+        _cell("raw", "# BEGIN SOLUTION"), _cell("markdown", _plain_text(solution) or "-"),
+        _cell("raw", "# END SOLUTION"), _cell("raw", "# END QUESTION"),
+    ]
+
+
+def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, course_seed: int) -> tuple[list[dict], dict]:
+    """The cells of one exercise, and the reference answers they are graded against (label -> reference)."""
     heading = f"### {exercise.title} (`{exercise.label}`)\n\n{_plain_text(exercise.text)}"
-    if exercise.checked:
-        if exercise.label not in tasks.BY_LABEL:
-            raise ValueError(f"exercise {exercise.label} has a checker but no task in assignments/tasks.py: "
-                             "add its reference solution there")
-        task = tasks.BY_LABEL[exercise.label]
+    name = answer_name(exercise.label)
+    manual = catalogue.manual_points(exercise, bank)
+    if not exercise.checked:
+        prompt = (heading + "\n\nRun what the exercise asks in the chapter's notebook, then describe what you "
+                            "found and what it tells you.")
+        return _written_question(exercise.label, manual, prompt, exercise.solution), {}
+    if not catalogue.graded(exercise, bank):
+        cells = [
+            _cell("markdown", heading + "\n\n**Practice, no points.** The book's solutions answer this exercise "
+                                        "with the book's numbers; `attnlib.exercises.check` says whether your "
+                                        "answer is right."),
+            _cell("code", f"# {exercise.label}: {exercise.checks}\n{name} = ...\n"
+                          f"attnlib.exercises.check({exercise.label!r}, {name})"),
+        ]
+    else:
+        task = bank.tasks[exercise.label]
         params = task.params(course_seed)
-        name = answer_name(exercise.label)
-        numbers = f"\n\n**Your numbers.** {task.numbers.format(**params)}" if task.variants else ""
-        with_numbers = " (with your numbers)" if task.variants else ""
-        cells += [
-            _cell("raw", f"# BEGIN QUESTION\nname: {exercise.label}\npoints: {exercise.auto_points}"),
-            _cell("markdown", heading + numbers),
+        cells = [
+            _cell("raw", f"# BEGIN QUESTION\nname: {exercise.label}\npoints: {task.points}"),
+            _cell("markdown", f"{_without_practice_check(heading)}\n\n**Your numbers.** "
+                              f"{task.numbers.format(**params)}"),
             _cell("raw", "# BEGIN SOLUTION"),
-            _cell("code", f"# {exercise.label}{with_numbers}: {exercise.checks}\n"
+            _cell("code", f"# {exercise.label}, with your numbers: {task.prompt.format(**params)}\n"
                           f"# BEGIN SOLUTION NO PROMPT\n{task.code(params)}\n# END SOLUTION\n"
                           f"{name} = answer  # SOLUTION"),
             _cell("raw", "# END SOLUTION"),
             _cell("raw", "# BEGIN TESTS"),
             _test(f"test_{name}_is_answered", 0, False, name,
-                  f"    assert {name} is not ..., 'replace ... by your answer'"),
+                  f"    from attnlib.exercises.assignment import is_answered\n"
+                  f"    assert is_answered({name}), 'replace ... in {name} by your answer, without NaN'"),
+            # the test names the exercise, never its value, so that no failure text can show it
+            _test(f"test_{name}", task.points, True, name,
+                  f"    from grading import matches_reference\n"
+                  f"    assert matches_reference({name}, {exercise.label!r}), 'not the answer for your numbers'"),
+            _cell("raw", "# END TESTS"), _cell("raw", "# END QUESTION"),
         ]
-        if task.variants:
-            expected = literal(tasks.run(task, params))
-            body = (f"    import sympy as sp\n    from grading import matches\n"
-                    f"    assert matches({name}, {expected}, rtol={task.rtol!r})")
-        else:
-            body = (f"    import attnlib.exercises\n"
-                    f"    assert attnlib.exercises.check({exercise.label!r}, {name}).passed")
-        cells += [_test(f"test_{name}", exercise.auto_points, True, name, body),
-                  _cell("raw", "# END TESTS"), _cell("raw", "# END QUESTION")]
-        if exercise.written:
-            cells += [
-                _cell("raw", f"# BEGIN QUESTION\nname: {exercise.label}-written\nmanual: true\n"
-                             f"points: {exercise.manual_points}"),
-                _cell("markdown", f"**In words** (`{exercise.label}`): answer the part of the exercise above "
-                                  "that asks for a reason or a comparison."),
-                _cell("raw", "# BEGIN SOLUTION"), _cell("markdown", _plain_text(exercise.solution) or "-"),
-                _cell("raw", "# END SOLUTION"), _cell("raw", "# END QUESTION"),
-            ]
-    else:
-        cells += [
-            _cell("raw", f"# BEGIN QUESTION\nname: {exercise.label}\nmanual: true\npoints: {exercise.manual_points}"),
-            _cell("markdown", heading + "\n\nRun what the exercise asks in the chapter's notebook, then "
-                                        "describe what you found and what it tells you."),
-            _cell("raw", "# BEGIN SOLUTION"), _cell("markdown", _plain_text(exercise.solution) or "-"),
-            _cell("raw", "# END SOLUTION"), _cell("raw", "# END QUESTION"),
-        ]
-    return cells
+    if exercise.written:
+        cells += _written_question(f"{exercise.label}-written", manual,
+                                   f"**In words** (`{exercise.label}`): answer the part of the exercise above that "
+                                   "asks for a reason or a comparison.", exercise.solution)
+    if not catalogue.graded(exercise, bank):
+        return cells, {}
+    reference = {"answer": grading.encode(tasks.run(task, params)), "rtol": task.rtol, "atol": task.atol,
+                 "also_at": task.also_at}
+    return cells, {exercise.label: reference}
 
 
 def install_source(ref: str) -> str:
@@ -146,37 +158,61 @@ def install_source(ref: str) -> str:
     )
 
 
-def master_notebook(chapter: str, found: list[catalogue.Exercise], course_seed: int, ref: str) -> dict:
+PRACTICE_BANNER = (
+    "> **Practice assignment, not for credit.** It was built from the book's public example bank: anyone can "
+    "compute its answers. An instructor grading for credit builds from a private bank (see the book's page "
+    "for instructors).\n\n"
+)
+
+
+def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.Bank, course_seed: int,
+                    ref: str, show_hidden: bool = False) -> tuple[dict, dict]:
+    """The otter master notebook of ``chapter``, and the reference answers of its graded questions.
+
+    ``show_hidden``: Gradescope shows the hidden tests' results once grades are published (their
+    failure text names the exercise, never the answer).
+    """
     config = {
         "name": chapter, "init_cell": False, "check_all_cell": False, "run_tests": False,
-        "export_cell": {"pdf": False, "instructions": "Download the zip file this cell writes and hand it in."},
-        "generate": {"pdf": False, "filtering": False, "show_stdout": False},
-        "autograder_files": ["grading.py"], "requirements": "requirements.txt", "overwrite_requirements": True,
-        "tests": {"files": False, "ok_format": False},
+        "export_cell": {"pdf": False, "instructions": "Run this cell and hand in the file it writes "
+                                                      "(in Colab, the notebook it downloads)."},
+        "generate": {"pdf": False, "filtering": False, "show_stdout": False, "show_hidden": show_hidden},
+        "autograder_files": ["grading.py", grading.REFERENCES], "requirements": "requirements.txt",
+        "overwrite_requirements": True, "tests": {"files": False, "ok_format": False},
+        # the autograder computes with the Python that computed the references, and has git for
+        # requirements.txt's git+ install of attnlib (otter's setup installs no git)
+        "python_version": f"{sys.version_info.major}.{sys.version_info.minor}", "environment": "environment.yml",
     }
     title = found[0].chapter_title
     introduction = (
-        f"# Assignment: {title}\n\n"
+        f"# Assignment: {title}\n\n" + (PRACTICE_BANNER if bank.public_practice else "") +
         f"The exercises of the chapter *{title}*. Work here or in the chapter's notebook, then put each answer "
-        "in the cell that names it: the comment above the cell says what the answer is. A check cell says whether "
-        "an answer is filled in, not whether it is right; the grader decides that with tests you do not see.\n\n"
-        "Where an exercise gives **your numbers**, use them instead of the chapter's: the chapter's solutions, "
-        "and `attnlib.exercises.check`, know only the chapter's numbers. Questions marked *in words* are read "
-        "and graded by hand."
+        "in the cell that names it: the comment above the cell says what the answer is, with your numbers. A "
+        "check cell says whether an answer is filled in, not whether it is right; the grader decides that with "
+        "tests you do not see.\n\n"
+        "Where an exercise gives **your numbers**, use them instead of the chapter's: the chapter's solutions "
+        "answer the chapter's numbers only. Exercises marked *practice* carry no points. Questions marked *in "
+        "words* are read and graded by hand."
     )
     cells = [_cell("raw", "# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False)),
              _cell("markdown", introduction),
              _cell("code", install_source(ref)),
-             # otter's own first cell would import otter before the cell above installs it
-             _cell("code", f"import otter\ngrader = otter.Notebook({chapter + '.ipynb'!r})"),
+             # otter's own first cell would import otter before the cell above installs it, and otter's
+             # Notebook cannot check or export in Colab: attnlib's stands in for it there
+             _cell("code", f"import attnlib.exercises.assignment\n"
+                           f"grader = attnlib.exercises.assignment.notebook({chapter + '.ipynb'!r})"),
              _cell("code", tasks.setup_code(chapter[:2]))]
+    references = {}
     for exercise in found:
-        cells += question_cells(exercise, course_seed)
+        more, answers = question_cells(exercise, bank, course_seed)
+        cells += more
+        references.update(answers)
     for number, cell in enumerate(cells):
         cell["id"] = f"cell-{number}"
-    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                                        "name": "python3"}},
-            "nbformat": 4, "nbformat_minor": 5}
+    notebook = {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                            "name": "python3"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    return notebook, references
 
 
 def requirements(ref: str) -> str:
@@ -187,46 +223,159 @@ def requirements(ref: str) -> str:
             f"attnlib @ git+{url}@{ref}\notter-grader=={OTTER_VERSION}\n")
 
 
-def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None, ref: str | None = None
+# otter merges this into the conda environment of its autograder
+AUTOGRADER_ENVIRONMENT = {"name": "otter-env", "channels": ["conda-forge"], "dependencies": ["git"]}
+
+
+# --- pinning: the ref the autograder installs is the library that computed the answers --------
+
+def _git(*args: str) -> str | None:
+    """``git args`` in the book's repository; its output, or None when git fails."""
+    result = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def resolve_ref(ref: str, allow_branch: bool) -> str:
+    """The commit that ``ref`` (a tag or a commit; a branch only with ``allow_branch``) names."""
+    commit = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if commit is None:
+        raise ValueError(f"ref should be a tag or commit of the book's repository, got {ref!r}, which git "
+                         f"does not know there (fetch it, or check the spelling)")
+    is_branch = any(_git("show-ref", "--verify", "--quiet", f"refs/{kind}/{ref}") is not None
+                    for kind in ("heads", "remotes/origin"))
+    if is_branch:
+        if not allow_branch:
+            raise ValueError(f"ref should be a tag or commit, got the branch {ref!r}: a branch moves, so the "
+                             "autograder would install another library than the one that computed the answers "
+                             "(pass --allow-branch to build from it anyway)")
+        warnings.warn(f"building from the branch {ref!r} (now {commit[:12]}): the autograder installs whatever "
+                      "the branch holds when it runs; tag the commit for a course", stacklevel=2)
+    return commit
+
+
+def _blob_id(data: bytes) -> str:
+    """The id git gives a file with ``data`` in it."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def installed_differences(commit: str) -> list[str]:
+    """The files of the installed attnlib that differ from ``commit``'s (empty when it is that commit)."""
+    package = pathlib.Path(attnlib.__file__).resolve().parent
+    listing = _git("ls-tree", "-r", commit, "--", "attnlib")
+    if listing is None:
+        raise ValueError(f"commit should be a commit of the book's repository, got {commit!r}")
+    committed = {}
+    for line in listing.splitlines():
+        meta, path = line.split("\t", 1)
+        committed[path.removeprefix("attnlib/")] = meta.split()[2]
+    installed = {str(path.relative_to(package)): path for path in package.rglob("*")
+                 if path.is_file() and "__pycache__" not in path.parts}
+    differences = [f"{name}: changed" for name, blob in sorted(committed.items())
+                   if name in installed and _blob_id(installed[name].read_bytes()) != blob]
+    differences += [f"{name}: missing" for name in sorted(committed) if name.endswith(".py") and name not in installed]
+    differences += [f"{name}: not in {commit[:12]}" for name in sorted(installed)
+                    if name.endswith(".py") and name not in committed]
+    return differences
+
+
+def check_installed(commit: str) -> None:
+    """Refuse to build when the installed attnlib is not ``commit``: its answers would not be the autograder's."""
+    differences = installed_differences(commit)
+    if differences:
+        shown = "; ".join(differences[:5]) + (f"; and {len(differences) - 5} more" if len(differences) > 5 else "")
+        raise ValueError(f"the installed attnlib ({pathlib.Path(attnlib.__file__).parent}) should be the ref the "
+                         f"autograder installs, {commit[:12]}, got other files: {shown}. Check out that ref "
+                         "(git checkout REF) or build with the ref you have")
+
+
+# --- the build --------------------------------------------------------------------------------
+
+def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None, ref: str | None = None,
+          bank: pathlib.Path | None = None, allow_branch: bool = False, show_hidden: bool = False
           ) -> list[pathlib.Path]:
-    """Build the assignments of ``chapters`` (all when None) into ``out``; returns the chapters' folders."""
+    """Build the assignments of ``chapters`` (all when None) into ``out``; returns the chapters' folders.
+
+    A bank for credit (PUBLIC_PRACTICE false) needs ``ref``, a tag or commit, and the installed attnlib
+    at that commit. The public example bank (the default) builds practice assignments from ``ref`` or
+    the book's ``repository.branch``, unchecked.
+    """
     from otter.assign import main as otter_assign
 
-    ref = ref or repository()[1]
-    source = out / "source"
-    source.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "grading.py", source / "grading.py")
-    (source / "requirements.txt").write_text(requirements(ref))
+    loaded = tasks.load_bank(bank or tasks.EXAMPLE_BANK)
+    if loaded.public_practice:
+        ref = ref or repository()[1]
+        commit = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        print(f"{loaded.path.name} is public practice: the assignments say so and are not for credit",
+              file=sys.stderr)
+    else:
+        if ref is None:
+            raise ValueError(f"ref should be the tag or commit the autograder installs for the graded bank "
+                             f"{loaded.path}, got none (pass --ref, or REF= to make)")
+        commit = resolve_ref(ref, allow_branch)
+        check_installed(commit)
     built = []
     for path in catalogue.chapter_paths():
         found = catalogue.chapter_exercises(path)
         if not found or (chapters and path.stem[:2] not in chapters):
             continue
-        master = source / path.name
-        master.write_text(json.dumps(master_notebook(path.stem, found, course_seed, ref), indent=1) + "\n")
+        source = out / "source" / path.stem
+        source.mkdir(parents=True, exist_ok=True)
+        master, references = master_notebook(path.stem, found, loaded, course_seed, ref, show_hidden)
+        (source / path.name).write_text(json.dumps(master, indent=1) + "\n")
+        shutil.copy(HERE / "grading.py", source / "grading.py")
+        (source / grading.REFERENCES).write_text(json.dumps(references, indent=1) + "\n")
+        (source / "requirements.txt").write_text(requirements(ref))
+        (source / "environment.yml").write_text(yaml.safe_dump(AUTOGRADER_ENVIRONMENT, sort_keys=False))
         result = out / path.stem
         shutil.rmtree(result, ignore_errors=True)
         with redirect_stdout(sys.stderr):
-            otter_assign(str(master), str(result), no_pdfs=True, no_run_tests=True)
-        # otter names the bundle with the time it was built; one stable name is easier to hand on
+            otter_assign(str(source / path.name), str(result), no_pdfs=True, no_run_tests=True)
         (bundle,) = (result / "autograder").glob("*-autograder_*.zip")
-        bundle.rename(result / "autograder" / "autograder.zip")
+        if references:
+            # otter names the bundle with the time it was built; one stable name is easier to hand on
+            bundle.rename(result / "autograder" / "autograder.zip")
+        else:  # otter's autograder fails on a notebook without tests; the written answers are graded by hand
+            bundle.unlink()
+            print(f"{path.stem}: no exercise of the bank, so no autograder.zip: written answers only",
+                  file=sys.stderr)
         built.append(result)
+    rows = catalogue.rows(loaded)
     with open(out / "catalogue.csv", "w", newline="") as table:
-        csv.writer(table).writerows([catalogue.COLUMNS, *catalogue.rows()])
+        csv.writer(table).writerows([catalogue.COLUMNS, *rows])
+    with open(out / "points.csv", "w", newline="") as table:
+        totals = [("assignment", "auto", "by hand", "total")]
+        for result in built:
+            auto = sum(int(row[3]) for row in rows if row[1] == result.name)
+            manual = sum(int(row[4]) for row in rows if row[1] == result.name)
+            totals.append((result.name, str(auto), str(manual), str(auto + manual)))
+        csv.writer(table).writerows(totals)
+    (out / "build.json").write_text(json.dumps({
+        "course_seed": course_seed, "ref": ref, "commit": commit, "bank": str(loaded.path),
+        "public_practice": loaded.public_practice, "otter_grader": OTTER_VERSION}, indent=1) + "\n")
     return built
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python assignments/build.py", description=__doc__.split("\n")[0])
     parser.add_argument("out", type=pathlib.Path)
-    parser.add_argument("--seed", type=int, default=0, help="the course seed that picks each exercise's numbers")
+    parser.add_argument("--bank", type=pathlib.Path, help="the question bank, a .py file kept outside the public "
+                                                          "repository (default: the public example bank, practice)")
+    parser.add_argument("--seed", type=int, default=0, help="the course seed that draws each exercise's numbers")
     parser.add_argument("--chapters", nargs="*", help="two-digit chapter numbers (default: all)")
-    parser.add_argument("--ref", help="the tag or commit of attnlib to install (default: repository.branch "
-                                      "in _config.yml)")
+    parser.add_argument("--ref", help="the tag or commit of attnlib the autograder installs; the installed attnlib "
+                                      "must be that commit (default for the example bank: repository.branch in "
+                                      "_config.yml)")
+    parser.add_argument("--allow-branch", action="store_true", help="accept a branch as --ref, with a warning")
+    parser.add_argument("--show-hidden", action="store_true",
+                        help="show the hidden tests' results on Gradescope once grades are published")
     args = parser.parse_args(argv)
-    for result in build(args.out, args.seed, args.chapters, args.ref):
+    try:
+        built = build(args.out, args.seed, args.chapters, args.ref, args.bank, args.allow_branch, args.show_hidden)
+    except ValueError as exc:
+        parser.error(str(exc))
+    for result in built:
         print(f"wrote {result}")
+    print(f"{args.out / 'source'} holds the solutions and the course's answers: never hand it out")
 
 
 if __name__ == "__main__":

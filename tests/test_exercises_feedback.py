@@ -1,8 +1,8 @@
 """The checkers teach without answering: a wrong answer's feedback never holds the right value,
 non-finite and non-answers are turned away with a sentence, and the verdict is shown once.
 
-The right answers come from the assignments' reference solutions with the book's numbers
-(assignments/tasks.py), which every checker must accept.
+The right answers are the book's (tests/book_answers.py: the example bank's tasks with the
+book's numbers, and the book's own solutions), which every checker must accept.
 """
 import copy
 import json
@@ -21,9 +21,9 @@ from IPython.core.formatters import DisplayFormatter
 from attnlib import exercises
 from attnlib.heads import MultiHeadAttention
 
+from book_answers import answered_labels, book_answer
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "assignments"))
-import tasks  # noqa: E402
 
 LABELS = sorted(exercises.CHECKERS)
 PROBE_FACTOR = 1.37
@@ -34,7 +34,7 @@ WRONG_ANSWERS = {"ex-08-why-max": (math.inf, 9.5)}
 
 @pytest.fixture(scope="module")
 def right_answers():
-    return {label: tasks.run(tasks.BY_LABEL[label], tasks.BY_LABEL[label].book) for label in LABELS}
+    return {label: book_answer(label) for label in LABELS}
 
 
 def transform(answer, number, module):
@@ -102,7 +102,7 @@ def informative(value: float, prompt: str) -> bool:
 
 
 def test_every_checker_has_a_reference_answer():
-    assert set(tasks.BY_LABEL) == set(exercises.CHECKERS)
+    assert answered_labels() == set(exercises.CHECKERS)
 
 
 @pytest.mark.parametrize("label", LABELS)

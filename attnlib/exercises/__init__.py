@@ -6,6 +6,9 @@ A student computes an answer in a notebook (in Colab or locally) and runs
 
 which prints whether the answer is right and, when it is not, names the likely
 mistake (the units, a factor of 2, the wrong head) without giving the value.
+A checker marked *self-check* accepts a range (a Monte Carlo estimate, a
+student's own draw) or has few possible answers, so that guesses can find what
+it accepts: it is a practice aid, never a grade, and says so.
 An answer that is not finite, or not an answer at all, is turned away with a
 sentence naming what was expected. The checkers know the book's numbers only;
 graded assignments with other numbers are built outside this package
@@ -39,10 +42,12 @@ class Feedback:
     exercise: str
     passed: bool
     message: str
+    self_check: bool = False
 
     def __str__(self) -> str:
         mark = "correct" if self.passed else "not yet"
-        return f"{self.exercise}: {mark}. {self.message}"
+        note = " (A self-check: a few guesses can pass it, so it never counts for a grade.)" if self.self_check else ""
+        return f"{self.exercise}: {mark}. {self.message}{note}"
 
     def __bool__(self) -> bool:
         return self.passed
@@ -60,16 +65,17 @@ class Checker:
     label: str
     prompt: str
     grade: Callable[[Any], tuple[bool, str]]
+    self_check: bool = False
 
 
 CHECKERS: dict[str, Checker] = {}
 
 
-def checker(label: str, prompt: str):
-    """Register ``grade(answer) -> (passed, message)`` for exercise ``label``."""
+def checker(label: str, prompt: str, self_check: bool = False):
+    """Register ``grade(answer) -> (passed, message)`` for exercise ``label`` (``self_check``: see above)."""
 
     def register(grade):
-        CHECKERS[label] = Checker(label, prompt, grade)
+        CHECKERS[label] = Checker(label, prompt, grade, self_check)
         return grade
 
     return register
@@ -86,7 +92,7 @@ def check(exercise: str, answer: Any) -> Feedback:
         passed, message = False, f"{exc}. Expected: {expected}."
     except Exception as exc:  # a student's answer can be anything; say what was expected instead of crashing
         passed, message = False, f"could not read the answer ({type(exc).__name__}: {exc}). Expected: {expected}."
-    feedback = Feedback(exercise, passed, message)
+    feedback = Feedback(exercise, passed, message, CHECKERS[exercise].self_check)
     print(feedback)
     return feedback
 
@@ -104,11 +110,13 @@ def as_array(x, name: str, shape: tuple[int | None, ...], *, finite: bool = True
     Raises UnreadableAnswer naming ``name`` for a wrong shape, for what is not a number,
     and, unless ``finite`` is False, for nan or inf.
     """
+    what = "a number" if not shape else "an array of numbers"
     if x is None or x is ... or isinstance(x, (str, bytes, dict, set)):
-        what = "a number" if not shape else "an array of numbers"
         raise UnreadableAnswer(f"{name} should be {what}, got {_describe(x)}")
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu()
+    if np.asarray(x).dtype.kind in "bUSO" and not _is_sympy_number(x):  # bools, strings, objects: not numbers
+        raise UnreadableAnswer(f"{name} should be {what}, got {_describe(x)} of {np.asarray(x).dtype}")
     array = np.asarray(x, dtype=float)
     if array.ndim != len(shape) or any(want is not None and got != want for got, want in zip(array.shape, shape)):
         wanted = "(" + ", ".join("n" if n is None else str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
@@ -116,6 +124,41 @@ def as_array(x, name: str, shape: tuple[int | None, ...], *, finite: bool = True
     if np.isnan(array).any() or (finite and not np.isfinite(array).all()):
         raise UnreadableAnswer(f"{name} should hold finite numbers, got {'nan' if np.isnan(array).any() else 'inf'}")
     return array
+
+
+def _is_sympy_number(x) -> bool:
+    """Whether ``x`` is a SymPy number, or an array-like of them (NumPy sees objects)."""
+    import sympy as sp
+
+    return all(isinstance(item, sp.Basic) and item.is_number for item in np.ravel(np.asarray(x, dtype=object)))
+
+
+def as_mask(x, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """``x`` as a bool array of ``shape``: a float 0/1 array is an additive mask in attnlib, not a bool one."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    if not isinstance(x, np.ndarray) or x.dtype != bool:
+        raise UnreadableAnswer(f"{name} should be a bool array (True = may attend), got {_describe(x)}"
+                               + (f" of {x.dtype}" if isinstance(x, np.ndarray) else ""))
+    if x.shape != shape:
+        raise UnreadableAnswer(f"{name} should have shape {shape}, got {x.shape}")
+    return x
+
+
+def as_parts(x, names: tuple[str, ...]) -> list[tuple[Any, str]]:
+    """``(part, name)`` for each part of ``x``, which must be a tuple or list of exactly one part per name
+    (not a string, not an array, no extra part)."""
+    if not isinstance(x, (tuple, list)) or len(x) != len(names):
+        raise UnreadableAnswer(f"answer should be a tuple ({', '.join(names)}), got {_describe(x)}")
+    return list(zip(x, names))
+
+
+def as_shape(x, name: str) -> tuple[int, ...]:
+    """``x`` as a shape: a tuple, list or torch.Size of whole numbers (not strings, not bools)."""
+    if not isinstance(x, (tuple, list)) or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+                                                   for n in x):
+        raise UnreadableAnswer(f"{name} should be a tuple of ints, got {_describe(x)}")
+    return tuple(int(n) for n in x)
 
 
 def as_number(x, name: str, *, finite: bool = True) -> float:

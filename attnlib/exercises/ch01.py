@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from ..attention import attention_weights, scaled_dot_product_attention
-from . import as_array, checker, compare
+from . import as_array, as_parts, as_shape, checker, compare
 
 # The worked example of Chapter 1; query rows 2 and 3 are the chapter's own choice.
 _EXAMPLE_Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
@@ -25,7 +25,7 @@ def _row_two(answer):
 
 @checker("ex-01-shift-scale", "a pair (small, large): row 1's weights for factors c -> 0 and c -> infinity")
 def _shift_scale(answer):
-    small, large = (as_array(x, name, (3,)) for x, name in zip(answer, ("small", "large")))
+    small, large = (as_array(x, name, (3,)) for x, name in as_parts(answer, ("small", "large")))
     ok_s, msg_s = compare("the c -> 0 limit", small, np.full(3, 1 / 3), 1e-3)
     if not ok_s:
         return False, msg_s + " Hint: with all scores near 0 every key looks alike."
@@ -44,7 +44,8 @@ def _causal_numpy(answer):
 
 @checker("ex-01-value-width", "a pair (weights_shape, output_shape) for values of width 5")
 def _value_width(answer):
-    weights_shape, output_shape = (tuple(int(n) for n in shape) for shape in answer)
+    weights_shape, output_shape = (as_shape(shape, name) for shape, name in
+                                   as_parts(answer, ("weights_shape", "output_shape")))
     if weights_shape != (3, 3):
         return False, f"the weights have shape {weights_shape}; they are one row per query, one column per key."
     if output_shape != (3, 5):

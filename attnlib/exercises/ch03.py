@@ -6,11 +6,12 @@ import sympy as sp
 
 from .. import montecarlo as mc
 from ..theory import variance
-from . import as_count, as_number, checker, compare
+from . import as_count, as_number, as_parts, checker, compare
 from .symbolic import as_expression, same
 
 @checker("ex-03-heavier-tails",
-         "an integer: how many of 100 moment intervals (d = 16, N = 1000, Student-t nu = 3 / sqrt(3)) contain 16")
+         "an integer: how many of 100 moment intervals (d = 16, N = 1000, Student-t nu = 3 / sqrt(3)) contain 16",
+         self_check=True)
 def _heavier_tails(answer):
     count = as_count(answer, "answer")
     if count > 100:
@@ -44,7 +45,7 @@ def _heavier_tails(answer):
 @checker("ex-03-budget",
          "a pair (rows, chunks): Gaussian pairs per chunk at d = 1024 with a 1 MiB budget, and chunks for N = 20000")
 def _budget(answer):
-    rows, chunks = (as_count(x, name) for x, name in zip(answer, ("rows", "chunks")))
+    rows, chunks = (as_count(x, name) for x, name in as_parts(answer, ("rows", "chunks")))
     budget, n_samples = 2**20, 20000
     expected_rows = mc.chunk_rows(mc.independent_pairs("gaussian", 1024), n_samples, budget)
     expected_chunks = math.ceil(n_samples / expected_rows)
@@ -61,7 +62,8 @@ def _budget(answer):
 
 
 @checker("ex-03-one-sided",
-         "a number: your estimate of Var(q . k) / d at d = 256 (N >= 10000) with rho = 0.3 within q, none within k")
+         "a number: your estimate of Var(q . k) / d at d = 256 (N >= 10000) with rho = 0.3 within q, none within k",
+         self_check=True)
 def _one_sided(answer):
     width = 256
     correlated = variance.derive_correlated_score_variance()[-1].equation.rhs.subs(variance.STANDARD)
@@ -79,7 +81,8 @@ def _one_sided(answer):
 
 
 @checker("ex-03-xavier-square",
-         "the SymPy expression of Var(q . k) under Xavier initialisation with d_model = d_k, in variance.d_k")
+         "the SymPy expression of Var(q . k) under Xavier initialisation with d_model = d_k, in variance.d_k",
+         self_check=True)
 def _xavier_square(answer):
     got = as_expression(answer, "answer", (variance.d_k, variance.d_model))
     xavier = variance.derive_projected_score_variance("xavier")[-1].equation.rhs

@@ -5,14 +5,15 @@ import numpy as np
 import torch
 
 from ..theory import softmax as softmax_theory
-from . import as_array, as_number, checker, compare
+from . import as_array, as_number, as_parts, checker, compare
 
 _TEMPERATURES = (0.25, 0.5, 1.0, 2.0)
 _GRADIENT_WIDTHS = (16, 256, 1024)
 
 
 @checker("ex-04-temperature",
-         "a number: the T in {0.25, 0.5, 1, 2} whose median maximum weight at d = 256 is closest to unscaled d = 16")
+         "a number: the T in {0.25, 0.5, 1, 2} whose median maximum weight at d = 256 is closest to unscaled d = 16",
+         self_check=True)
 def _temperature(answer):
     got = as_number(answer, "answer")
     # Scaled scores are standard normal, so scale 1/(sqrt(d) T) gives them standard deviation 1/T;
@@ -28,7 +29,8 @@ def _temperature(answer):
 
 
 @checker("ex-04-jacobian-bound",
-         "a pair (weights, totals): n rows of softmax weights of length 8, and totals[i] = sum_ij |J_ij| of row i")
+         "a pair (weights, totals): n rows of softmax weights of length 8, and totals[i] = sum_ij |J_ij| of row i",
+         self_check=True)
 def _jacobian_bound(answer):
     weights, totals = answer
     weights = as_array(weights, "weights", (None, 8))
@@ -45,9 +47,10 @@ def _jacobian_bound(answer):
 
 
 @checker("ex-04-logit-gradient",
-         "a pair (scaled, unscaled): the median norms of dL/dz at d = 16, 256, 1024, with scale 1/sqrt(d) and 1")
+         "a pair (scaled, unscaled): the median norms of dL/dz at d = 16, 256, 1024, with scale 1/sqrt(d) and 1",
+         self_check=True)
 def _logit_gradient(answer):
-    scaled, unscaled = (as_array(x, name, (3,)) for x, name in zip(answer, ("scaled", "unscaled")))
+    scaled, unscaled = (as_array(x, name, (3,)) for x, name in as_parts(answer, ("scaled", "unscaled")))
     if np.any(scaled <= 0) or np.any(unscaled <= 0):
         return False, "norms are positive; recheck what you took the median of."
 

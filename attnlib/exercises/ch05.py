@@ -5,13 +5,16 @@ import numpy as np
 import torch
 
 from ..attention import scaled_dot_product_attention
-from . import as_array, as_number, checker, compare
+from . import UnreadableAnswer, as_array, as_mask, as_number, as_parts, checker, compare
 
 
 @checker("ex-05-decode-one", "a pair (decoded, alignment_matters): the six one-token outputs stacked into a "
                              "(6, 8) array, and a bool, whether the causal alignment changes them")
 def _decode_one(answer):
-    decoded, alignment_matters = answer
+    (decoded, _), (alignment_matters, _) = as_parts(answer, ("decoded", "alignment_matters"))
+    if isinstance(alignment_matters, torch.Tensor) and alignment_matters.dtype == torch.bool \
+            and alignment_matters.numel() == 1:
+        alignment_matters = bool(alignment_matters)
     # the chapter's KV-cache example: Q6, K6, V6, each (6, 8) float64
     generator = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(6, 8, generator=generator, dtype=torch.float64) for _ in range(3))
@@ -20,7 +23,7 @@ def _decode_one(answer):
     if not passed:
         return False, message + " Query t may attend to keys 0..t only: pass K6[:t+1] and V6[:t+1]."
     if not isinstance(alignment_matters, (bool, np.bool_)):
-        raise TypeError(f"alignment_matters must be a bool, got {type(alignment_matters).__name__}")
+        raise UnreadableAnswer(f"alignment_matters should be a bool, got {type(alignment_matters).__name__}")
     if alignment_matters:
         return False, ("the outputs are right, but compare causal_mask(1, t + 1, 'top_left') with "
                        "'bottom_right' for t = 0: with one query and the keys up to t, is any key hidden?")
@@ -32,7 +35,8 @@ _N_QUERIES, _N_KEYS, _WIDTH = 256, 1024, 64
 
 
 @checker("ex-05-which-sum", "a number: the max |error| against float64 of attention with float16 dot products "
-                            "and float32 sums over keys, on the table's float16 inputs with S = 1024")
+                            "and float32 sums over keys, on the table's float16 inputs with S = 1024",
+         self_check=True)
 def _which_sum(answer):
     got = as_number(answer, "answer")
 
@@ -72,10 +76,8 @@ def _which_sum(answer):
 
 @checker("ex-05-batch-decode", "the bool mask of shape (2, 1, 5), True where the new token may attend")
 def _batch_decode(answer):
-    got = as_array(answer, "the mask", (2, 1, 5))
+    got = as_mask(answer, "the mask", (2, 1, 5))
     expected = (np.arange(5)[None, :] < np.array([5, 3])[:, None])[:, None, :]
-    if not np.isin(got, (0.0, 1.0)).all():
-        return False, "pass a bool mask (True = may attend), not an additive float mask."
     if np.array_equal(got, expected):
         return True, "the mask hides the two padding slots of the second sequence and nothing else."
     if np.array_equal(got, ~expected):

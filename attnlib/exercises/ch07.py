@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from .. import stored_results
-from . import as_count, as_number, checker
+from . import as_count, as_number, as_parts, checker
 
 _GIB = 2**30
 
@@ -16,9 +16,9 @@ def _close(got: float, expected: float, relative: float) -> bool:
 @checker("ex-07-layer-bytes",
          "an int: the bytes of one layer's score matrices (batch 4, 32 heads, n = 4096, bfloat16), each stored once")
 def _layer_bytes(answer):
-    got = as_number(answer, "answer")
+    got = as_count(answer, "answer")
     expected = 4 * 32 * 4096**2 * 2  # batch x heads x n^2 scores, 2 bytes each
-    if _close(got, expected, 1e-6):
+    if got == expected:  # a count of bytes is exact
         share = expected / (16 * _GIB)
         return True, f"{expected / _GIB:.1f} GiB, {share:.0%} of a 16 GiB device, for one layer's scores alone."
     hints = [(expected / _GIB, "that looks like GiB; give the answer in bytes"),
@@ -35,7 +35,7 @@ def _layer_bytes(answer):
          "a pair (n_24, n_48): the largest n for one float16 copy of the scores of 16 heads, batch 2, "
          "in 24 GiB and in 48 GiB")
 def _max_length(answer):
-    n24, n48 = (as_count(n, name) for n, name in zip(answer, ("n_24", "n_48")))
+    n24, n48 = (as_count(n, name) for n, name in as_parts(answer, ("n_24", "n_48")))
     per_n_squared = 2 * 16 * 2  # batch x heads x bytes of float16, for one copy
     expected24, expected48 = (math.isqrt(gib * _GIB // per_n_squared) for gib in (24, 48))
     if abs(n24 - expected24) > 1:
@@ -58,7 +58,7 @@ def _max_length(answer):
          "a pair (seconds, bytes): the naive path's predicted time and peak memory at n = 16384 for the "
          "stored run's problem (batch 1, 8 heads, float32, three n x n matrices alive at the peak)")
 def _extrapolate(answer):
-    seconds, peak = (as_number(x, name) for x, name in zip(answer, ("seconds", "bytes")))
+    seconds, peak = (as_number(x, name) for x, name in as_parts(answer, ("seconds", "bytes")))
     if seconds <= 0 or peak <= 0:
         return False, "a time and a memory are positive."
     results = stored_results.load("cost_of_attention.json")

@@ -45,7 +45,8 @@ def _merge_order(answer):
 
 @checker("ex-08-why-max",
          "a pair (l_frozen, l_running): the final l in float32 for the 8 scores around 100, "
-         "with the maximum frozen at 0 and with the running maximum")
+         "with the maximum frozen at 0 and with the running maximum",
+         self_check=True)
 def _why_max(answer):
     frozen = as_number(answer[0], "l_frozen", finite=False)
     running = as_number(answer[1], "l_running")

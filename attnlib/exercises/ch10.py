@@ -6,7 +6,7 @@ import sympy as sp
 import torch
 
 from .. import stored_results
-from . import UnreadableAnswer, as_array, as_number, checker, compare
+from . import UnreadableAnswer, as_array, as_number, as_parts, checker, compare
 from .symbolic import as_expression
 
 _SCORES = sp.symbols("s_1:4", real=True)
@@ -130,7 +130,7 @@ def _worked_value_gradient(answer):
          "a pair (weights_bytes, lse_bytes): bytes of float32 P and of the float32 log-sum-exp kept for "
          "the backward pass of one layer with 32 heads, L = S = 8192, batch 1")
 def _stored_bytes(answer):
-    weights_bytes, lse_bytes = (as_array(x, name, ()) for x, name in zip(answer, ("weights_bytes",
+    weights_bytes, lse_bytes = (as_array(x, name, ()) for x, name in as_parts(answer, ("weights_bytes",
                                                                                     "lse_bytes")))
     expected_weights = _FLOAT_BYTES * _HEADS * _LENGTH * _LENGTH
     expected_lse = _FLOAT_BYTES * _HEADS * _LENGTH

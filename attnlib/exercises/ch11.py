@@ -66,7 +66,8 @@ def _infiniband(answer):
 
 @checker("ex-11-backward-bytes",
          "a number: bytes the backward pass of ring_attention sends per step, as a multiple "
-         "of the forward pass's, for bfloat16 inputs")
+         "of the forward pass's, for bfloat16 inputs",
+         self_check=True)
 def _backward_bytes(answer):
     got = as_number(answer, "ratio")
     if _close(got, 3.0, 1e-6):

@@ -36,11 +36,19 @@ def _correlated_variance(answer):
          "a number: the entropy in nats of the weights of a content-free query at the last of 4096 causal "
          "positions, ALiBi slope 1/16")
 def _alibi_entropy(answer):
+    try:
+        is_nan = not isinstance(answer, (str, bytes)) and math.isnan(float(answer))
+    except (TypeError, ValueError):
+        is_nan = False  # not one number at all: as_number says what was expected
+    if is_nan:
+        return False, ("the entropy is nan: a weight of 0 gives 0 * log 0, which is 0 in the limit but nan in "
+                       "floating point; use torch.special.entr or torch.xlogy, or compute in float64.")
     got = as_number(answer, "answer")
     r = math.exp(-_SLOPE)
     # geometric weights (1 - r) r^delta; the tail past 4096 keys is e^-256, far below any rounding
     expected = -math.log(1 - r) - r * math.log(r) / (1 - r)
-    if math.isclose(got, expected, rel_tol=0, abs_tol=1e-6):
+    # float32 sums 4096 terms: its rounding stays well below 1e-4 relative, other slopes are 0.3 nats away
+    if math.isclose(got, expected, rel_tol=1e-4):
         return True, "the weights are geometric in the distance, and their entropy is the closed form."
     if math.isclose(got, math.log(_CONTEXT), abs_tol=1e-6):
         return False, "that is the entropy of uniform weights over every key: was the ALiBi mask applied?"
@@ -60,7 +68,8 @@ def _softcap_slope(answer):
     got = as_array(answer, "answer", (3,))
     scores = np.array(_SCORES)
     expected = 1 - np.tanh(scores / _CAP) ** 2
-    passed, message = compare("the three slopes", got, expected, 1e-8)
+    # 1 - tanh^2 loses its leading digits: in float32 its error is a few times 1.2e-7 whatever its size
+    passed, message = compare("the three slopes", got, expected, 1e-6)
     if passed:
         return True, "far beyond the cap the slope is nearly 0, so almost no gradient reaches q and k."
     if np.allclose(got, 1 - np.tanh(scores) ** 2, atol=1e-8):
@@ -79,7 +88,7 @@ def _temperatures(answer):
     standard = 1 / math.sqrt(256)
     scales = np.array([(3072 / 24) ** -0.5, 8 / 256, 1.0])
     expected = standard / scales
-    passed, message = compare("the three temperatures", got, expected, 1e-9)
+    passed, message = compare("the three temperatures", got, expected, 1e-5 * expected.max())  # float32's rounding
     if passed:
         return True, "T = (1/sqrt(d_k)) / scale: below 1 the convention is sharper, above 1 flatter."
     if np.allclose(got, 1 / expected, rtol=1e-9):

@@ -1,0 +1,295 @@
+"""The example question bank: PUBLIC PRACTICE, not for credit.
+
+This file is public, with the book: anyone can read its ranges and run its solutions, so a
+course graded with it is graded on answers its students can compute without the exercise.
+It is the template of a private bank: copy it outside the repository, change the ranges (and
+add tasks, see the instructor page), set PUBLIC_PRACTICE = False, and build with
+``make assignments BANK=path/to/your_bank.py COURSE_SEED=<n> REF=<tag or commit>``.
+
+Each task draws its numbers from ranges with the course seed (``rng`` is a ``random.Random``);
+a draw equal to the book's numbers is drawn again. Tolerances: 0 for counts and byte sizes
+(exact integers); otherwise the rounding of the dtype a student computes in, as noted.
+"""
+from fractions import Fraction
+
+from tasks import Task
+
+PUBLIC_PRACTICE = True
+
+# float32 rounds to about 1.2e-7 relative per operation; a handful of operations, or a sum of
+# a few dozen terms, stay within 1e-5. Answers derived in float64 or SymPy get the same: a
+# student may convert them to float32, and 1e-5 still tells every draw of a range apart.
+FLOAT32 = 1e-5
+DTYPES = ("float16", "bfloat16", "float32")
+
+
+# The draws that derive one number from another (a width from heads, a count from a length).
+
+def _head_width(rng):
+    heads, d_k = rng.randint(2, 64), rng.choice([32, 64, 96, 128])
+    return {"d_model": heads * d_k, "heads": heads, "d_k": d_k}
+
+
+def _bernoulli(rng):
+    denominator = rng.randint(3, 12)
+    return {"p": str(Fraction(rng.randint(1, denominator - 1), denominator))}
+
+
+def _batch_decode(rng):
+    slots = rng.randint(3, 12)
+    return {"slots": slots, "first": slots, "second": rng.randint(1, slots - 1)}
+
+
+def _twelve_heads(rng):
+    heads = rng.randint(2, 64)
+    return {"d_model": heads * rng.choice([32, 64, 96, 128]), "heads": heads}
+
+
+def _max_length(rng):
+    small = rng.randint(8, 80)
+    return {"heads": rng.randint(8, 64), "batch": rng.randint(1, 8), "small": small,
+            "large": small * rng.randint(2, 4), "dtype": rng.choice(DTYPES)}
+
+
+def _causal_tiles(rng):
+    n, block_m, block_n = 128 * rng.randint(4, 16), rng.choice([32, 64, 128]), rng.choice([16, 32, 64])
+    return {"n": n, "block_m": block_m, "block_n": block_n, "blocks": n // block_m,
+            "pairs": (n // block_m) * (n // block_n)}
+
+
+def _gqa_heads(rng):
+    kv_heads = rng.randint(2, 8)
+    return {"query_heads": kv_heads * rng.randint(2, 6), "kv_heads": kv_heads}
+
+
+def _causal_work(rng):
+    ranks = rng.choice([2, 4, 8])
+    return {"n": 2 * ranks * rng.randint(2, 12), "ranks": ranks, "last": ranks - 1}
+
+
+def _temperatures(rng):
+    heads = rng.randint(8, 64)
+    return {"width": 32 * rng.randint(1, 16), "model": heads * rng.choice([64, 96, 128]), "heads": heads}
+
+
+TASKS = [
+    # the worked example has three queries only: scaling its values gives more than two courses
+    Task("ex-01-row-two", draw=lambda rng: {"row": rng.choice([1, 2, 3]), "factor": rng.randint(2, 9)},
+         book={"row": 2, "factor": 1}, rtol=FLOAT32,
+         numbers="Answer for query {row} of the worked example instead of query 2, with the values V multiplied "
+                 "by {factor}.",
+         prompt="a pair (weights, output): query {row}'s three weights and its 2-vector output, values {factor} V",
+         solution="""\
+answer = (attnlib.attention_weights(Q, K)[{row} - 1],
+          attnlib.scaled_dot_product_attention(Q, K, {factor} * V)[{row} - 1])"""),
+    Task("ex-01-value-width", draw=lambda rng: {"width": rng.randint(2, 64)}, book={"width": 5},
+         numbers="Give the values width {width} instead of 5.",
+         prompt="a pair (weights_shape, output_shape) of tuples of ints for values of width {width}",
+         solution="""\
+values = torch.ones(3, {width}, dtype=torch.float64)
+answer = (tuple(attnlib.attention_weights(Q, K).shape),
+          tuple(attnlib.scaled_dot_product_attention(Q, K, values).shape))"""),
+    Task("ex-02-unequal-scales",
+         draw=lambda rng: {"sigma_q": str(rng.randint(2, 9)), "sigma_k": f"1/{rng.randint(2, 9)}"},
+         book={"sigma_q": "2", "sigma_k": "1/2"},
+         numbers="Use standard deviation {sigma_q} for q and {sigma_k} for k.",
+         prompt="Var(q . k) as a SymPy expression in d, for zero means, sigma_q = {sigma_q} and sigma_k = {sigma_k}",
+         solution="""\
+answer = variance.score_variance().subs({{variance.mu_q: 0, variance.mu_k: 0,
+                                         variance.sigma_q: sp.Rational("{sigma_q}"),
+                                         variance.sigma_k: sp.Rational("{sigma_k}")}})"""),
+    Task("ex-02-head-width",
+         draw=_head_width,
+         book={"d_model": 512, "heads": 8, "d_k": 64}, rtol=FLOAT32,
+         numbers="Use d_model = {d_model} split into {heads} heads, with scores divided by sqrt({d_model}).",
+         prompt="a number: the variance of q . k / sqrt({d_model}) when q . k runs over d_k = {d_k} coordinates",
+         solution="""\
+wrong = variance.derive_scaled_variance(sp.sqrt({d_model}))[-1].equation.rhs
+answer = float(wrong.subs(variance.d, {d_model} // {heads}))"""),
+    Task("ex-02-bernoulli",
+         draw=_bernoulli,
+         book={"p": "1/2"}, also_at={"d": 3},
+         numbers="Let each coordinate be 1 with probability {p} and 0 otherwise (mean p, variance p(1 - p)).",
+         prompt="a pair (mean, variance) of q . k for coordinates that are 1 with probability {p}: SymPy "
+                "expressions in d, or their values at d = 3",
+         solution="""\
+p = sp.Rational("{p}")
+values = {{variance.mu_q: p, variance.mu_k: p, variance.sigma_q: sp.sqrt(p * (1 - p)),
+          variance.sigma_k: sp.sqrt(p * (1 - p))}}
+answer = (variance.score_mean().subs(values), variance.score_variance().subs(values))"""),
+    Task("ex-02-correlation-budget",
+         draw=lambda rng: {"small": 2 ** rng.randint(3, 7), "large": 2 ** rng.randint(8, 12)},
+         book={"small": 64, "large": 1024}, rtol=FLOAT32,
+         numbers="Answer for d = {small} and d = {large} instead of 64 and 1024.",
+         prompt="a pair (rho_{small}, rho_{large}): the positive correlations that make Var(q . k / sqrt(d)) = 2 "
+                "at d = {small} and {large}",
+         solution="""\
+rho = sp.Symbol("rho", positive=True)
+correlated = variance.derive_correlated_score_variance()[-1].equation.rhs.subs(variance.STANDARD)
+scaled = correlated.subs({{variance.rho_q: rho, variance.rho_k: rho}}) / variance.d
+answer = [float(sp.solve(sp.Eq(scaled.subs(variance.d, width), 2), rho)[0]) for width in ({small}, {large})]"""),
+    Task("ex-03-budget",
+         draw=lambda rng: {"width": 2 ** rng.randint(8, 12), "mib": rng.randint(1, 8),
+                           "samples": 1000 * rng.randint(10, 99)},
+         book={"width": 1024, "mib": 1, "samples": 20000},
+         numbers="Use d = {width}, a budget of {mib} MiB and N = {samples}.",
+         prompt="a pair (rows, chunks) of ints: Gaussian pairs per chunk at d = {width} with a {mib} MiB budget, "
+                "and chunks for N = {samples}",
+         solution="""\
+rows = mc.chunk_rows(mc.independent_pairs("gaussian", {width}), {samples}, {mib} * 2**20)
+answer = (rows, math.ceil({samples} / rows))  # the last chunk may be partial"""),
+    Task("ex-05-batch-decode",
+         draw=_batch_decode,
+         book={"slots": 5, "first": 5, "second": 3},
+         numbers="The cache has {slots} slots; sequence 1 fills them, sequence 2 has {second} real tokens "
+                 "(the mask has shape (2, 1, {slots})).",
+         prompt="the bool mask of shape (2, 1, {slots}), True where the new token may attend",
+         solution="""\
+answer = attnlib.padding_mask(torch.tensor([{first}, {second}]), {slots})[:, 0]"""),
+    Task("ex-06-twelve-heads",
+         draw=_twelve_heads,
+         book={"d_model": 768, "heads": 12}, rtol=FLOAT32,
+         numbers="Use d_model = {d_model} and {heads} heads.",
+         prompt="a pair (d_k, t_eff): the head width and the temperature hidden by dividing by sqrt(d_model), "
+                "for d_model = {d_model} and {heads} heads",
+         solution="""\
+d_k = {d_model} / {heads}
+answer = (d_k, math.sqrt({d_model}) / math.sqrt(d_k))"""),
+    Task("ex-06-kv-cache",
+         draw=lambda rng: {"layers": rng.randint(16, 96), "grouped": rng.choice([1, 2, 4, 8]),
+                           "full": rng.choice([16, 32, 48, 64]), "width": rng.choice([64, 128]),
+                           "tokens": 1024 * rng.randint(4, 128)},
+         book={"layers": 80, "grouped": 8, "full": 64, "width": 128, "tokens": 32768}, rtol=FLOAT32,
+         numbers="Use {layers} layers, head width {width}, {tokens} tokens in bfloat16, and {grouped} "
+                 "key/value heads, then {full}.",
+         prompt="a pair (gqa_gib, mha_gib): the KV cache in GiB with {grouped} key/value heads, and with {full}",
+         solution="""\
+answer = tuple(kv_cache_bytes({layers}, heads, {width}, {tokens}, dtype=torch.bfloat16) / 2**30
+               for heads in ({grouped}, {full}))"""),
+    Task("ex-07-layer-bytes",
+         draw=lambda rng: {"batch": rng.randint(1, 16), "heads": rng.randint(8, 64), "n": 1024 * rng.randint(1, 16),
+                           "dtype": rng.choice(DTYPES)},
+         book={"batch": 4, "heads": 32, "n": 4096, "dtype": "bfloat16"},
+         numbers="Use {heads} heads, a batch of {batch} sequences of {n} tokens, in {dtype}.",
+         prompt="an int: the bytes of one layer's score matrices (batch {batch}, {heads} heads, n = {n}, {dtype}), "
+                "each stored once",
+         solution="""\
+answer = torch.empty({batch}, {heads}, {n}, {n}, dtype=torch.{dtype}, device="meta").nbytes"""),
+    Task("ex-07-max-length",
+         draw=_max_length,
+         book={"heads": 16, "batch": 2, "small": 24, "large": 48, "dtype": "float16"},
+         numbers="Use {heads} heads, a batch of {batch}, {dtype}, and budgets of {small} GiB and {large} GiB.",
+         prompt="a pair (n_small, n_large) of ints: the largest n for one {dtype} copy of the scores of {heads} "
+                "heads, batch {batch}, in {small} GiB and in {large} GiB",
+         solution="""\
+bytes_per_n_squared = {batch} * {heads} * torch.finfo(torch.{dtype}).bits // 8
+answer = tuple(math.isqrt(gib * 2**30 // bytes_per_n_squared) for gib in ({small}, {large}))"""),
+    Task("ex-08-block-sizes",
+         draw=lambda rng: {"heads": rng.randint(2, 32), "n": 1024 * rng.randint(1, 8),
+                           "width": rng.choice([32, 64, 128])},
+         book={"heads": 8, "n": 2048, "width": 64},
+         numbers="Use {heads} heads, n = {n} and d = {width}; the last blocks are (n, DEFAULT_BLOCK_K).",
+         prompt="three ints: the bytes of the largest tensor tiled.attention allocates for {heads} heads, n = {n}, "
+                "d = {width}, with blocks (64, 128), the defaults, and ({n}, DEFAULT_BLOCK_K)",
+         solution="""\
+blocks = [(64, 128), (tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K), ({n}, tiled.DEFAULT_BLOCK_K)]
+answer = [4 * max({heads} * block_q * block_k, {heads} * {n} * {width}) for block_q, block_k in blocks]"""),
+    Task("ex-09-causal-tiles",
+         draw=_causal_tiles,
+         book={"n": 1024, "block_m": 128, "block_n": 64, "blocks": 8, "pairs": 128}, rtol=FLOAT32,
+         numbers="Use L = S = {n}, BLOCK_M = {block_m} and BLOCK_N = {block_n} (so {blocks} query blocks).",
+         prompt="a pair (counts, fraction): a {blocks} x 3 array of ints, (unmasked, masked, skipped) key tiles per "
+                "query block for L = S = {n}, BLOCK_M = {block_m}, BLOCK_N = {block_n}, causal; and the fraction of "
+                "the {pairs} tile pairs visited",
+         solution="""\
+counts = []
+for start in range(0, {n}, {block_m}):
+    whole = (start + 1) // {block_n}  # tiles before the first row's diagonal
+    visited = math.ceil(min(start + {block_m}, {n}) / {block_n})  # up to the last row's diagonal
+    counts.append((whole, visited - whole, {n} // {block_n} - visited))
+counts = np.array(counts)
+answer = (counts, counts[:, :2].sum() / counts.sum())"""),
+    Task("ex-09-gqa-heads",
+         draw=_gqa_heads,
+         book={"query_heads": 8, "kv_heads": 2}, rtol=FLOAT32,
+         numbers="Use {query_heads} query heads and {kv_heads} key/value heads; value head j is all j "
+                 "(so out[0, :, 0, 0] has {query_heads} numbers).",
+         prompt="the {query_heads} numbers out[0, :, 0, 0], one per query head, for {query_heads} query heads and "
+                "{kv_heads} key/value heads, value head j all j",
+         solution="""\
+q = torch.randn(1, {query_heads}, 5, 16, dtype=torch.float64)
+k = torch.randn(1, {kv_heads}, 7, 16, dtype=torch.float64)
+v = torch.arange({kv_heads}, dtype=torch.float64)[None, :, None, None].expand(1, {kv_heads}, 7, 16)
+answer = attnlib.scaled_dot_product_attention(q, k, v, enable_gqa=True)[0, :, 0, 0]"""),
+    Task("ex-10-stored-bytes",
+         draw=lambda rng: {"heads": rng.randint(8, 64), "length": 1024 * rng.randint(2, 32)},
+         book={"heads": 32, "length": 8192},
+         numbers="Use {heads} heads and L = S = {length}.",
+         prompt="a pair (weights_bytes, lse_bytes) of ints: bytes of float32 P and of the float32 log-sum-exp kept "
+                "for the backward pass of one layer with {heads} heads, L = S = {length}, batch 1",
+         solution="""\
+answer = (4 * {heads} * {length} * {length}, 4 * {heads} * {length})"""),
+    Task("ex-11-causal-work",
+         draw=_causal_work,
+         book={"n": 32, "ranks": 4, "last": 3},
+         numbers="Use n = {n} positions on W = {ranks} ranks.",
+         prompt="a pair (contiguous, zigzag) of {ranks} ints each: the causal (query, key) pairs that ranks 0 to "
+                "{last} compute over the whole ring, n = {n}, W = {ranks}",
+         solution="""\
+block, chunk = {n} // {ranks}, {n} // (2 * {ranks})
+# a slice starting after s earlier positions computes s x its length pairs in full, then its own triangle
+contiguous = [block * block * r + block * (block + 1) // 2 for r in range({ranks})]
+zigzag = [chunk * chunk * c + chunk * (chunk + 1) // 2 for c in range(2 * {ranks})]
+answer = (contiguous, [zigzag[r] + zigzag[2 * {ranks} - 1 - r] for r in range({ranks})])"""),
+    # 2%: the chapter's table prints the measured throughput to three significant figures.
+    Task("ex-11-infiniband",
+         draw=lambda rng: {"kv_heads": rng.choice([1, 2, 4, 16]), "gbps": rng.randint(20, 100)},
+         book={"kv_heads": 8, "gbps": 50}, rtol=0.02,
+         numbers="Use {kv_heads} key/value heads instead of 8, and a link of {gbps} GB/s instead of 50.",
+         prompt="a number: the block length L_b (tokens per GPU) above which a ring step is compute-bound, 32 query "
+                "heads, {kv_heads} key/value heads, bfloat16, fused forward, a link of {gbps} GB/s",
+         solution="""\
+peers = stored_results.load("peers_nvidia_h200.json")
+row = next(r for r in peers["rows"] if r.get("d") == 128 and r.get("n") == 16384
+           and r["dtype"] == "bfloat16" and not r["causal"])
+flops, bandwidth = row["fused"] * 1e12, {gbps}e9
+# compute 4 H L_b^2 d / F equals transfer 2 H_kv L_b d (2 bytes) / bandwidth
+answer = ({kv_heads} / 32) * 2 * flops / (2 * bandwidth)"""),
+    Task("ex-12-correlated-variance", draw=lambda rng: {"rho": round(rng.uniform(0.1, 0.95), 2)},
+         book={"rho": 0.5}, rtol=FLOAT32,
+         numbers="Use the correlation {rho} inside each plane instead of 0.5.",
+         prompt="three numbers: Var(q.k)/d_k at offsets 0, 1 and 100 for d_k = 64, base 10000 and correlation {rho} "
+                "inside each plane",
+         solution="""\
+theta = 10000.0 ** (-np.arange(0, 64, 2) / 64)  # the planes' angular frequencies
+# a plane of two coordinates correlated by rho contributes 2 + 2 rho^2 cos(2 offset theta)
+answer = [np.sum(2 + 2 * {rho}**2 * np.cos(2 * offset * theta)) / 64 for offset in (0, 1, 100)]"""),
+    Task("ex-12-alibi-entropy", draw=lambda rng: {"slope": f"1/{rng.randint(2, 64)}"},
+         book={"slope": "1/16"}, rtol=FLOAT32,
+         numbers="Use the ALiBi slope {slope} instead of 1/16.",
+         prompt="a number: the entropy in nats of the weights of a content-free query at the last of 4096 causal "
+                "positions, ALiBi slope {slope}",
+         solution="""\
+distance = torch.arange(4096, dtype=torch.float64)  # from the last query back to the first key
+weights = torch.softmax(-float(sp.Rational("{slope}")) * distance, dim=0)  # a content-free query
+answer = torch.special.entr(weights).sum().item()"""),
+    # 1 - tanh^2 cancels: in float32 its absolute error is a few times 1.2e-7 whatever its size,
+    # hence an absolute tolerance; caps from 6 keep the smallest slope (at s = 15) above 0.02.
+    Task("ex-12-softcap-slope", draw=lambda rng: {"cap": rng.randint(6, 50)}, book={"cap": 5},
+         rtol=FLOAT32, atol=1e-6,
+         numbers="Use the cap c = {cap}, the derivative of {cap} tanh(s / {cap}), at the same s.",
+         prompt="three numbers: the derivative of {cap} tanh(s / {cap}) at s = 0, 5 and 15",
+         solution="""\
+s = torch.tensor([0.0, 5.0, 15.0], dtype=torch.float64, requires_grad=True)
+({cap} * torch.tanh(s / {cap})).sum().backward()
+answer = s.grad.clone()"""),
+    Task("ex-12-temperatures",
+         draw=_temperatures,
+         book={"width": 256, "model": 3072, "heads": 24}, rtol=FLOAT32,
+         numbers="Use heads of width {width} and d_model / h = {model} / {heads}: the scales are "
+                 "({model}/{heads})^-1/2, 8/{width} and 1, against 1/sqrt({width}).",
+         prompt="three numbers: T relative to 1/sqrt({width}) for the scales ({model}/{heads})^-1/2, 8/{width} and 1",
+         solution="""\
+standard = 1 / math.sqrt({width})
+answer = [standard / ({model} / {heads}) ** -0.5, standard / (8 / {width}), standard / 1.0]"""),
+]
