@@ -251,6 +251,15 @@ PROBE = r"""
       if (!contained) sticking.push({el, kind: el.tagName.toLowerCase() + (el.className && typeof el.className === "string" ? "." + el.className.split(" ")[0] : ""),
                                      where: where(el), snippet: clean(el.textContent).slice(0, 110), right: Math.round(r.right)});
     }
+    // every figure in the column: its drawn aspect ratio against its file's, and its alt text
+    const figures = [];
+    for (const img of column.querySelectorAll("img")) {
+      const r = img.getBoundingClientRect();
+      if (r.width === 0 || !img.naturalWidth) continue;
+      const src = img.getAttribute("src") || "";
+      figures.push({where: where(img), src: src.split("/").pop(), alt: img.getAttribute("alt"),
+                    drawn: r.width / r.height, file: img.naturalWidth / img.naturalHeight});
+    }
     const strip = items => innermost(items).map(({el, ...rest}) => rest);
     const mathErrors = [];  // the TeX of every formula MathJax could not typeset, for the author
     if (window.MathJax && MathJax.startup && MathJax.startup.document) {
@@ -270,6 +279,8 @@ PROBE = r"""
       overflowing: strip(found),
       sticking: strip(sticking).slice(0, 30),
       fonts: fonts,
+      figures: figures,
+      scriptErrors: window.__scriptErrors || [],
       mathErrors: mathErrors,
       mathjax: !!(window.MathJax && MathJax.startup && MathJax.startup.document),
       // what the page loaded or asked for, MathJax's own later requests included
@@ -298,6 +309,19 @@ PROBE = r"""
 """
 
 
+# The first script of the page: it records every uncaught script error and console.error
+# call from then on (a script that does not parse, such as a doubled `const`, included;
+# a file that cannot be fetched offline is not a script error and is not recorded).
+ERROR_CATCHER = """<script>
+window.__scriptErrors = [];
+window.addEventListener("error", e => { window.__scriptErrors.push(String(e.message)); });
+(function () {
+  const original = console.error;
+  console.error = function (...args) { window.__scriptErrors.push(args.map(String).join(" ")); original.apply(console, args); };
+})();
+</script>"""
+
+
 # Chromium will not make a window narrower than 500 px, so a phone is a 390-px frame
 # in a wider window; the probe in the frame posts its report to this page.
 PHONE_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
@@ -320,8 +344,8 @@ def render(page: pathlib.Path, width: int, profiles: pathlib.Path) -> tuple[str,
     profile = tempfile.mkdtemp(dir=profiles)
     probe = page.with_name(f"{page.stem}.probe-{width}.html")  # beside the page: same relative links
     source = page.read_text()
-    assert source.count("</body>") == 1, page
-    probe.write_text(source.replace("</body>", PROBE + "</body>"))
+    assert source.count("</body>") == 1 and source.count("<head>") == 1, page
+    probe.write_text(source.replace("<head>", "<head>" + ERROR_CATCHER).replace("</body>", PROBE + "</body>"))
     opened, window, flags = probe, width, []
     if width < 500:
         flags = ["--hide-scrollbars"]  # a phone's scrollbars take no width
@@ -440,3 +464,46 @@ def test_the_page_never_scrolls_sideways_on_a_phone(rendered):
     wide = {name: r for (name, w), (_, r) in rendered.items() if w == PHONE and r["pageWidth"] > r["window"]}
     assert not wide, f"At {PHONE} px these pages scroll sideways:\n" + "\n".join(
         f"  {name}: {r['pageWidth']} px wide, because of:\n{describe(r['sticking'])}" for name, r in wide.items())
+
+
+def looks_like_a_file_name(alt: str | None, src: str) -> bool:
+    """No alt text, or the file's name or path standing in for one (myst-nb's default)."""
+    alt = (alt or "").strip()
+    return not alt or alt == src or bool(re.fullmatch(r"\S+\.(png|svg|jpe?g|gif|webp)", alt, flags=re.I))
+
+
+@pytest.mark.book
+@needs_chromium
+def test_every_figure_keeps_its_aspect_ratio_and_has_alt_text_at_both_widths(rendered):
+    """An image drawn more than 1% wider or taller than its file (an inline height that
+    stays while the width shrinks) fails, and so does one whose alt text is missing or
+    only its file name."""
+    squashed, unnamed, figures = [], [], 0
+    for (name, width), (_, report) in rendered.items():
+        for figure in report["figures"]:
+            figures += 1
+            ratio = figure["drawn"] / figure["file"]
+            if abs(ratio - 1) > 0.01:
+                squashed.append(f"  {name} at {width} px [{figure['where']}]: drawn at {ratio:.0%} of its "
+                                f"file's width/height ({figure['src']})")
+            if looks_like_a_file_name(figure["alt"], figure["src"]):
+                unnamed.append(f"  {name} [{figure['where']}]: alt {figure['alt']!r} ({figure['src']})")
+    assert figures >= 2 * 30, f"only {figures} figures measured at both widths"
+    assert not squashed, "figures drawn out of their aspect ratio:\n" + "\n".join(squashed)
+    assert not unnamed, "figures without alt text:\n" + "\n".join(sorted(set(unnamed)))
+
+
+def test_a_file_name_is_not_alt_text():
+    assert looks_like_a_file_name(None, "a.png") and looks_like_a_file_name(" ", "a.png")
+    assert looks_like_a_file_name("../_images/3f2a.png", "3f2a.png")
+    assert not looks_like_a_file_name("Log-log plot of Var(q.k / d) against d", "3f2a.png")
+
+
+@pytest.mark.book
+@needs_chromium
+def test_no_page_has_a_script_error_in_the_console(rendered):
+    """Every script parses and runs without an uncaught error or a console.error (a doubled
+    inline `const` declaration from sphinx-thebe was one on every page), at both widths."""
+    errors = {f"{name} at {width} px": report["scriptErrors"]
+              for (name, width), (_, report) in rendered.items() if report["scriptErrors"]}
+    assert not errors, "script errors:\n" + "\n".join(f"  {page}: {e}" for page, e in errors.items())
