@@ -138,7 +138,7 @@ def test_binder_runs_the_chapters_with_the_books_versions_and_without_its_tools(
 
 # what requirements.txt holds to build and test the book, not to run a chapter
 TOOLS = {"jupyter-book", "sphinx-exercise", "sphinx-proof", "sphinxcontrib-bibtex", "pytest", "pytest-xdist",
-         "hypothesis", "nbval", "uv", "django-static-mathjax", "nbconvert", "otter-grader", "ipykernel"}
+         "hypothesis", "nbval", "colorspacious", "uv", "django-static-mathjax", "nbconvert", "otter-grader", "ipykernel"}
 
 
 MATHJAX_SCRIPT = "_static/mathjax/tex-mml-chtml.js"
