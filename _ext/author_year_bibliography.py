@@ -41,6 +41,11 @@ def surname(person) -> str:
     return plain(" ".join(person.prelast_names + person.last_names))
 
 
+def is_others(person) -> bool:
+    """The "others" of a BibTeX author list ("Dehghani, Mostafa and others")."""
+    return str(person) == "others"
+
+
 def who(entry) -> str:
     """The names the text cites: one, two, or the first et al."""
     people = entry.persons.get("author") or entry.persons.get("editor") or []
@@ -51,7 +56,8 @@ def who(entry) -> str:
         return entry.key
     if len(people) == 1:
         return surname(people[0])
-    if len(people) == 2:
+    # BibTeX's "and others" stands for authors not listed: more than two in all
+    if len(people) == 2 and not is_others(people[1]):
         return f"{surname(people[0])} and {surname(people[1])}"
     return f"{surname(people[0])} et al."
 
