@@ -98,6 +98,16 @@ def test_bibliography_lists_what_the_text_cites_by_author_and_year_with_links(ht
 
 
 @pytest.mark.book
+def test_an_author_list_ending_in_others_is_cited_and_listed_with_et_al(html):
+    """BibTeX's "and others" prints as "et al." in the text and in the list, never as
+    "Dehghani and others"."""
+    assert " and others}" in (ROOT / "references.bib").read_text(), "no entry left to check"
+    for name in ["intro", *toc_files()]:
+        page = re.sub(r"<[^>]+>", "", (html / f"{name}.html").read_text())
+        assert " and others" not in page, f"{name}: {page[page.index(' and others') - 60:][:80]!r}"
+
+
+@pytest.mark.book
 def test_one_search_box_and_a_licence_on_every_page(html):
     """No second header bar with a second search field (pydata-sphinx-theme's
     navbar_persistent); every page's footer names the licence and links LICENSE."""
