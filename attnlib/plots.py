@@ -30,6 +30,9 @@ COLORS = {
     "torch": OKABE_ITO["black"],
 }
 
+#: The order in which series without a colour of their own take the Okabe-Ito colours.
+CYCLE = ("blue", "orange", "bluish green", "vermillion", "reddish purple", "sky blue", "black")
+
 #: The attention paths' marker and line style: a path stays recognisable in print,
 #: in grey scale and for a reader who cannot tell two of its colours apart.
 PATH_MARKERS = {"naive": "o", "tiled": "s", "fused": "^", "torch": "D"}
@@ -68,6 +71,8 @@ def use_house_style() -> None:
             "legend.fontsize": 10,
             "legend.frameon": False,
             "image.cmap": "viridis",
+            # series drawn without a colour of their own (bars by step, lines by width)
+            "axes.prop_cycle": mpl.cycler(color=[OKABE_ITO[name] for name in CYCLE]),
             "svg.hashsalt": "attnlib",
         }
     )

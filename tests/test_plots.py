@@ -15,6 +15,8 @@ def test_house_style_outside_a_notebook():
     assert matplotlib.rcParams["axes.spines.top"] is False
     for key in ("legend.fontsize", "xtick.labelsize", "ytick.labelsize", "axes.labelsize"):
         assert matplotlib.rcParams[key] >= 10, key
+    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    assert cycle and set(cycle) <= set(plots.OKABE_ITO.values())
 
 
 # Colour difference in CAM02-UCS (Luo, Cui and Li, 2006), the uniform space of CIECAM02: a
