@@ -97,19 +97,27 @@ def online_softmax_tiles(ax: plt.Axes, n_tiles: int = 4) -> None:
 
 
 def gpu_memory(ax: plt.Axes) -> None:
-    """Where the fused kernel keeps what: HBM, each multiprocessor's shared memory, registers."""
+    """Where the fused kernel keeps what: HBM, each multiprocessor's shared memory, registers.
+
+    Arrows run from an item to the top edge of the level below or from an item to the
+    bottom of the level above, so that none crosses a level's title or another item.
+    """
     slot = 10.6 / 5
+    height, gap = 1.7, 0.9
+    registers, shared, hbm = 0.0, height + gap, 2 * (height + gap)
     levels = [
-        (4.4, "HBM (the GPU's memory): large, far", ["$Q$", "$K$", "$V$", "$O$", "lse"], _INPUT),
-        (2.2, "shared memory of one multiprocessor: small, near",
-         ["$K_j$ tile", "$V_j$ tile", "next tiles"], _SCORES),
-        (0.0, "registers of one program: smallest, nearest",
-         ["$Q_i$ block", "$S = Q_i K_j^\\top$", "$P = 2^{S - m}$", "$m, \\ell$", "acc"], _STATE),
+        (hbm, "HBM (the GPU's memory): large, far",
+         {0: "$Q$", 1: "$K$", 2: "$V$", 3: "$O$", 4: "lse"}, _INPUT),
+        (shared, "shared memory of one multiprocessor: small, near",
+         {1: "$K_j$ tile", 2: "$V_j$ tile", 3: "next tiles"}, _SCORES),
+        (registers, "registers of one program: smallest, nearest",
+         {0: "$Q_i$ block", 1: "$S = Q_i K_j^\\top$", 2: "$P = 2^{S - m}$", 3: "$m, \\ell$",
+          4: "acc"}, _STATE),
     ]
     for y, title, items, color in levels:
-        ax.add_patch(Rectangle((0.0, y), 11.0, 1.4, facecolor="white", edgecolor="black", lw=1))
-        ax.text(0.15, y + 1.25, title, ha="left", va="top", fontsize=10)
-        for index, item in enumerate(items):
+        ax.add_patch(Rectangle((0.0, y), 11.0, height, facecolor="white", edgecolor="black", lw=1))
+        ax.text(11.0 / 2, y + height - 0.12, title, ha="center", va="top", fontsize=10)
+        for index, item in items.items():
             x = 0.2 + index * slot
             ax.add_patch(Rectangle((x, y + 0.15), slot - 0.2, 0.7, facecolor=color, edgecolor="black"))
             ax.text(x + (slot - 0.2) / 2, y + 0.5, item, ha="center", va="center", fontsize=9.5)
@@ -117,19 +125,29 @@ def gpu_memory(ax: plt.Axes) -> None:
     def centre(index):
         return 0.2 + index * slot + (slot - 0.2) / 2
 
-    _arrow(ax, (centre(0) - 0.4, 4.55), (centre(0) - 0.4, 0.85))
-    ax.text(centre(0) - 0.3, 4.0, "$Q_i$: once", ha="left", va="center", fontsize=9)
-    _arrow(ax, (centre(1), 4.55), (centre(0) + 0.3, 3.05))
-    _arrow(ax, (centre(2), 4.55), (centre(1), 3.05))
-    ax.text(centre(2) + 0.3, 4.0, "each $K_j, V_j$ tile once\nper query block", ha="left",
+    def bottom(level):
+        return level + 0.15
+
+    def top(level):
+        return level + height
+
+    # HBM to shared memory and registers: each straight down its column
+    _arrow(ax, (centre(0), bottom(hbm)), (centre(0), top(registers)))
+    ax.text(centre(0) + 0.15, hbm - gap / 2, "$Q_i$: once", ha="left", va="center", fontsize=9)
+    _arrow(ax, (centre(1), bottom(hbm)), (centre(1), top(shared)))
+    _arrow(ax, (centre(2), bottom(hbm)), (centre(2), top(shared)))
+    ax.text(centre(2) + 0.15, hbm - gap / 2, "each $K_j, V_j$ tile once\nper query block",
+            ha="left", va="center", fontsize=9)
+    # shared memory to the tensor cores' operands
+    _arrow(ax, (centre(1), bottom(shared)), (centre(1), top(registers)))
+    _arrow(ax, (centre(2), bottom(shared)), (centre(4), top(registers)))
+    ax.text(centre(1) - 0.15, shared - gap / 2, "tensor cores:\n$Q_i K_j^\\top$, $P V_j$",
+            ha="right", va="center", fontsize=9)
+    # the result, once: from the registers past the free end of shared memory
+    _arrow(ax, (centre(4) + 0.5, top(registers) - height + 0.85), (centre(4) + 0.5, bottom(hbm)))
+    ax.text(centre(4) + 0.35, hbm - gap / 2, "$O_i$, lse:\nonce, at the end", ha="right",
             va="center", fontsize=9)
-    _arrow(ax, (centre(0) + 0.3, 2.35), (centre(1), 0.85))
-    _arrow(ax, (centre(1), 2.35), (centre(4) - 0.3, 0.85))
-    ax.text(centre(1) + 0.3, 1.8, "tensor cores: $Q_i K_j^\\top$, $P V_j$", ha="left", va="center",
-            fontsize=9)
-    _arrow(ax, (centre(4), 0.85), (centre(3) + 0.3, 4.55))
-    ax.text(centre(3) - 0.5, 2.9, "$O_i$, lse:\nonce, at the end", ha="left", va="center", fontsize=9)
     ax.set_xlim(-0.2, 11.2)
-    ax.set_ylim(-0.2, 5.9)
+    ax.set_ylim(-0.2, hbm + height + 0.2)
     ax.set_aspect("equal")
     ax.axis("off")

@@ -4,16 +4,45 @@ from __future__ import annotations
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 
-#: Colours by meaning, so that "scaled" looks the same in every chapter.
-COLORS = {
-    "scaled": "#1f77b4",
-    "unscaled": "#d62728",
-    "reference": "#7f7f7f",
-    "naive": "#d62728",
-    "tiled": "#2ca02c",
-    "fused": "#9467bd",
-    "torch": "#ff7f0e",
+#: The Okabe-Ito palette (Okabe and Ito, "Color Universal Design", 2008): colours that
+#: stay apart for readers with any common colour-vision deficiency.
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky blue": "#56B4E9",
+    "bluish green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish purple": "#CC79A7",
 }
+
+#: Colours by meaning, so that "scaled" or "tiled" looks the same in every chapter;
+#: each meaning has its own colour, so that any of them can share a figure.
+#: tests/test_plots.py checks that they stay apart under deuteranopia and protanopia.
+COLORS = {
+    "scaled": OKABE_ITO["sky blue"],
+    "unscaled": OKABE_ITO["orange"],
+    "reference": "#B0B0B0",  # grey, for lines a curve is compared with
+    "naive": OKABE_ITO["vermillion"],
+    "tiled": OKABE_ITO["blue"],
+    "fused": OKABE_ITO["bluish green"],
+    "torch": OKABE_ITO["black"],
+}
+
+#: The order in which series without a colour of their own take the Okabe-Ito colours.
+CYCLE = ("blue", "orange", "bluish green", "vermillion", "reddish purple", "sky blue", "black")
+
+#: The attention paths' marker and line style: a path stays recognisable in print,
+#: in grey scale and for a reader who cannot tell two of its colours apart.
+PATH_MARKERS = {"naive": "o", "tiled": "s", "fused": "^", "torch": "D"}
+PATH_LINESTYLES = {"naive": "-", "tiled": "--", "fused": "-.", "torch": ":"}
+
+
+def path_style(path: str) -> dict:
+    """Matplotlib keywords (colour, marker, line style) that draw one attention path:
+    ``ax.plot(n, seconds, **path_style("tiled"), label="tiled")``."""
+    return {"color": COLORS[path], "marker": PATH_MARKERS[path], "linestyle": PATH_LINESTYLES[path]}
 
 
 def use_house_style() -> None:
@@ -36,11 +65,14 @@ def use_house_style() -> None:
             "font.size": 10,
             "axes.titlesize": 11,
             "axes.labelsize": 10,
-            "xtick.labelsize": 9.5,
-            "ytick.labelsize": 9.5,
-            "legend.fontsize": 9.5,
+            # at least 10 pt where a figure is shown at its own size
+            "xtick.labelsize": 10,
+            "ytick.labelsize": 10,
+            "legend.fontsize": 10,
             "legend.frameon": False,
             "image.cmap": "viridis",
+            # series drawn without a colour of their own (bars by step, lines by width)
+            "axes.prop_cycle": mpl.cycler(color=[OKABE_ITO[name] for name in CYCLE]),
             "svg.hashsalt": "attnlib",
         }
     )

@@ -11,6 +11,7 @@ far above those roundings, in one layout, and never a negative zero.
 """
 from __future__ import annotations
 
+import html
 import numbers
 
 import numpy as np
@@ -35,3 +36,44 @@ def fixed(values, decimals: int = 4) -> str:
     rounded = np.round(array.astype(np.float64), decimals) + 0.0
     return np.array2string(rounded, precision=decimals, floatmode="fixed", suppress_small=True,
                            max_line_width=80, threshold=10**6)
+
+
+class Table:
+    """Stored results shown as a table: a real HTML table in the book and in Jupyter,
+    the same aligned text where only text is shown (and for nbval, which compares it).
+
+    ``rows`` hold the cells as the chapter formats them (strings, so that every machine
+    prints the same digits); a column whose cells all read as numbers is right-aligned.
+    """
+
+    def __init__(self, columns: list[str], rows: list[list[str]]):
+        if any(len(row) != len(columns) for row in rows):
+            raise ValueError(f"every row must have {len(columns)} cells, one per column")
+        self.columns = [str(c) for c in columns]
+        self.rows = [[str(cell) for cell in row] for row in rows]
+        self.numeric = [all(_reads_as_a_number(row[i]) for row in self.rows) and bool(self.rows)
+                        for i in range(len(columns))]
+
+    def __repr__(self) -> str:
+        widths = [max(len(cell) for cell in column) for column in zip(self.columns, *self.rows)]
+        lines = []
+        for cells in (self.columns, *self.rows):
+            lines.append("  ".join(cell.rjust(w) if right else cell.ljust(w)
+                                   for cell, w, right in zip(cells, widths, self.numeric)).rstrip())
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        def cells(tag, values):
+            return "".join(f'<{tag} style="text-align: {"right" if right else "left"}">{html.escape(v)}</{tag}>'
+                           for v, right in zip(values, self.numeric))
+        body = "".join(f"<tr>{cells('td', row)}</tr>" for row in self.rows)
+        return (f'<table class="dataframe stored-results"><thead><tr>{cells("th", self.columns)}</tr></thead>'
+                f"<tbody>{body}</tbody></table>")
+
+
+def _reads_as_a_number(text: str) -> bool:
+    try:
+        float(text.rstrip("%"))
+    except ValueError:
+        return False
+    return True

@@ -98,6 +98,16 @@ def test_bibliography_lists_what_the_text_cites_by_author_and_year_with_links(ht
 
 
 @pytest.mark.book
+def test_an_author_list_ending_in_others_is_cited_and_listed_with_et_al(html):
+    """BibTeX's "and others" prints as "et al." in the text and in the list, never as
+    "Dehghani and others"."""
+    assert " and others}" in (ROOT / "references.bib").read_text(), "no entry left to check"
+    for name in ["intro", *toc_files()]:
+        page = re.sub(r"<[^>]+>", "", (html / f"{name}.html").read_text())
+        assert " and others" not in page, f"{name}: {page[page.index(' and others') - 60:][:80]!r}"
+
+
+@pytest.mark.book
 def test_one_search_box_and_a_licence_on_every_page(html):
     """No second header bar with a second search field (pydata-sphinx-theme's
     navbar_persistent); every page's footer names the licence and links LICENSE."""
@@ -138,7 +148,7 @@ def test_binder_runs_the_chapters_with_the_books_versions_and_without_its_tools(
 
 # what requirements.txt holds to build and test the book, not to run a chapter
 TOOLS = {"jupyter-book", "sphinx-exercise", "sphinx-proof", "sphinxcontrib-bibtex", "pytest", "pytest-xdist",
-         "hypothesis", "nbval", "uv", "django-static-mathjax", "nbconvert", "otter-grader", "ipykernel"}
+         "hypothesis", "nbval", "colorspacious", "uv", "django-static-mathjax", "nbconvert", "otter-grader", "ipykernel"}
 
 
 MATHJAX_SCRIPT = "_static/mathjax/tex-mml-chtml.js"
@@ -210,6 +220,8 @@ PROBE = r"""
     return title ? place + " / " + clean(title.textContent).slice(0, 40) : place;
   }
   function kind(el) {
+    // library source shown by a cell (IPython's Code): it scrolls inside its own box
+    if (el.matches(".cell_output div.text_html div.highlight pre")) return "listing";
     const out = el.closest(".cell_output") ? "output " : "";
     if (el.matches("div.math, mjx-container")) return out + "equation";
     if (el.matches("table, .pst-scrollable-table-container")) return out + "table";
@@ -251,6 +263,15 @@ PROBE = r"""
       if (!contained) sticking.push({el, kind: el.tagName.toLowerCase() + (el.className && typeof el.className === "string" ? "." + el.className.split(" ")[0] : ""),
                                      where: where(el), snippet: clean(el.textContent).slice(0, 110), right: Math.round(r.right)});
     }
+    // every figure in the column: its drawn aspect ratio against its file's, and its alt text
+    const figures = [];
+    for (const img of column.querySelectorAll("img")) {
+      const r = img.getBoundingClientRect();
+      if (r.width === 0 || !img.naturalWidth) continue;
+      const src = img.getAttribute("src") || "";
+      figures.push({where: where(img), src: src.split("/").pop(), alt: img.getAttribute("alt"),
+                    drawn: r.width / r.height, file: img.naturalWidth / img.naturalHeight});
+    }
     const strip = items => innermost(items).map(({el, ...rest}) => rest);
     const mathErrors = [];  // the TeX of every formula MathJax could not typeset, for the author
     if (window.MathJax && MathJax.startup && MathJax.startup.document) {
@@ -270,6 +291,8 @@ PROBE = r"""
       overflowing: strip(found),
       sticking: strip(sticking).slice(0, 30),
       fonts: fonts,
+      figures: figures,
+      scriptErrors: window.__scriptErrors || [],
       mathErrors: mathErrors,
       mathjax: !!(window.MathJax && MathJax.startup && MathJax.startup.document),
       // what the page loaded or asked for, MathJax's own later requests included
@@ -298,6 +321,19 @@ PROBE = r"""
 """
 
 
+# The first script of the page: it records every uncaught script error and console.error
+# call from then on (a script that does not parse, such as a doubled `const`, included;
+# a file that cannot be fetched offline is not a script error and is not recorded).
+ERROR_CATCHER = """<script>
+window.__scriptErrors = [];
+window.addEventListener("error", e => { window.__scriptErrors.push(String(e.message)); });
+(function () {
+  const original = console.error;
+  console.error = function (...args) { window.__scriptErrors.push(args.map(String).join(" ")); original.apply(console, args); };
+})();
+</script>"""
+
+
 # Chromium will not make a window narrower than 500 px, so a phone is a 390-px frame
 # in a wider window; the probe in the frame posts its report to this page.
 PHONE_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
@@ -320,8 +356,8 @@ def render(page: pathlib.Path, width: int, profiles: pathlib.Path) -> tuple[str,
     profile = tempfile.mkdtemp(dir=profiles)
     probe = page.with_name(f"{page.stem}.probe-{width}.html")  # beside the page: same relative links
     source = page.read_text()
-    assert source.count("</body>") == 1, page
-    probe.write_text(source.replace("</body>", PROBE + "</body>"))
+    assert source.count("</body>") == 1 and source.count("<head>") == 1, page
+    probe.write_text(source.replace("<head>", "<head>" + ERROR_CATCHER).replace("</body>", PROBE + "</body>"))
     opened, window, flags = probe, width, []
     if width < 500:
         flags = ["--hide-scrollbars"]  # a phone's scrollbars take no width
@@ -409,12 +445,22 @@ def overflow_summary(width: int, rendered: dict, key: str) -> tuple[int, str]:
     return count, "\n".join(parts)
 
 
+def only(rendered: dict, keep) -> dict:
+    """The rendered pages with only the overflowing elements for which keep(element) holds."""
+    return {key: (dom, {**report, "overflowing": [item for item in report["overflowing"] if keep(item)]})
+            for key, (dom, report) in rendered.items()}
+
+
 @pytest.mark.book
 @needs_chromium
 def test_nothing_is_wider_than_its_column_at_desktop_width(rendered):
     """At 1400 px no code block, output, table, equation or figure is wider than its
-    box or the article column (with every toggle and dropdown opened)."""
-    count, summary = overflow_summary(DESKTOP, rendered, "overflowing")
+    box or the article column (with every toggle and dropdown opened). The library's
+    own source (lines up to about 110 characters) scrolls inside its box instead of
+    breaking inside a token: reported, not failed."""
+    count, summary = overflow_summary(DESKTOP, only(rendered, lambda item: item["kind"] == "listing"), "overflowing")
+    print(f"At {DESKTOP} px, {count} library listings scroll inside their box:\n{summary}")
+    count, summary = overflow_summary(DESKTOP, only(rendered, lambda item: item["kind"] != "listing"), "overflowing")
     print(f"At {DESKTOP} px, {count} elements wider than their column:\n{summary}")
     assert count == 0, (
         f"At {DESKTOP} px, {count} elements are wider than their column "
@@ -440,3 +486,59 @@ def test_the_page_never_scrolls_sideways_on_a_phone(rendered):
     wide = {name: r for (name, w), (_, r) in rendered.items() if w == PHONE and r["pageWidth"] > r["window"]}
     assert not wide, f"At {PHONE} px these pages scroll sideways:\n" + "\n".join(
         f"  {name}: {r['pageWidth']} px wide, because of:\n{describe(r['sticking'])}" for name, r in wide.items())
+
+
+def looks_like_a_file_name(alt: str | None, src: str) -> bool:
+    """No alt text, or the file's name or path standing in for one (myst-nb's default)."""
+    alt = (alt or "").strip()
+    return not alt or alt == src or bool(re.fullmatch(r"\S+\.(png|svg|jpe?g|gif|webp)", alt, flags=re.I))
+
+
+@pytest.mark.book
+@needs_chromium
+def test_every_figure_keeps_its_aspect_ratio_and_has_alt_text_at_both_widths(rendered):
+    """An image drawn more than 1% wider or taller than its file (an inline height that
+    stays while the width shrinks) fails, and so does one whose alt text is missing or
+    only its file name."""
+    squashed, unnamed, figures = [], [], 0
+    for (name, width), (_, report) in rendered.items():
+        for figure in report["figures"]:
+            figures += 1
+            ratio = figure["drawn"] / figure["file"]
+            if abs(ratio - 1) > 0.01:
+                squashed.append(f"  {name} at {width} px [{figure['where']}]: drawn at {ratio:.0%} of its "
+                                f"file's width/height ({figure['src']})")
+            if looks_like_a_file_name(figure["alt"], figure["src"]):
+                unnamed.append(f"  {name} [{figure['where']}]: alt {figure['alt']!r} ({figure['src']})")
+    assert figures >= 2 * 30, f"only {figures} figures measured at both widths"
+    assert not squashed, "figures drawn out of their aspect ratio:\n" + "\n".join(squashed)
+    assert not unnamed, "figures without alt text:\n" + "\n".join(sorted(set(unnamed)))
+
+
+def test_a_file_name_is_not_alt_text():
+    assert looks_like_a_file_name(None, "a.png") and looks_like_a_file_name(" ", "a.png")
+    assert looks_like_a_file_name("../_images/3f2a.png", "3f2a.png")
+    assert not looks_like_a_file_name("Log-log plot of Var(q.k / d) against d", "3f2a.png")
+
+
+@pytest.mark.book
+@needs_chromium
+def test_no_page_has_a_script_error_in_the_console(rendered):
+    """Every script parses and runs without an uncaught error or a console.error (a doubled
+    inline `const` declaration from sphinx-thebe was one on every page), at both widths."""
+    errors = {f"{name} at {width} px": report["scriptErrors"]
+              for (name, width), (_, report) in rendered.items() if report["scriptErrors"]}
+    assert not errors, "script errors:\n" + "\n".join(f"  {page}: {e}" for page, e in errors.items())
+
+
+@pytest.mark.book
+@needs_chromium
+def test_no_display_equation_scrolls_sideways_on_a_phone(rendered):
+    """At 390 px every display equation, in the text or printed by a cell, fits its column:
+    a long one is broken into aligned lines (MathJax 3 does not break lines itself), and
+    the phone layout gives an equation the column's width, its number below it."""
+    wide = {name: [item for item in report["overflowing"] if item["kind"].endswith("equation")]
+            for (name, width), (_, report) in rendered.items() if width == PHONE}
+    wide = {name: items for name, items in wide.items() if items}
+    assert not wide, f"At {PHONE} px these display equations are wider than their column:\n" + "\n".join(
+        f"  {name}:\n{describe(items)}" for name, items in wide.items())

@@ -1,4 +1,6 @@
 """attnlib.plots: the house style applies outside a notebook, and heatmaps number rows as asked."""
+import itertools
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -11,7 +13,52 @@ from attnlib import plots  # noqa: E402
 def test_house_style_outside_a_notebook():
     plots.use_house_style()
     assert matplotlib.rcParams["axes.spines.top"] is False
-    assert matplotlib.rcParams["legend.fontsize"] >= 9
+    for key in ("legend.fontsize", "xtick.labelsize", "ytick.labelsize", "axes.labelsize"):
+        assert matplotlib.rcParams[key] >= 10, key
+    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    assert cycle and set(cycle) <= set(plots.OKABE_ITO.values())
+
+
+# Colour difference in CAM02-UCS (Luo, Cui and Li, 2006), the uniform space of CIECAM02: a
+# distance of about 1 is just noticeable side by side; 15 keeps two thin lines or markers
+# apart at a glance. Deficiencies at full severity (deuteranopia, protanopia), as
+# simulated by colorspacious (Machado, Oliveira and Fernandes, 2009).
+MIN_DISTANCE = 15
+VISIONS = {"normal vision": None, "deuteranopia": "deuteranomaly", "protanopia": "protanomaly"}
+
+
+def as_seen(hex_colour: str, deficiency: str | None) -> np.ndarray:
+    """The colour's CAM02-UCS coordinates as a reader with the deficiency sees it."""
+    from colorspacious import cspace_convert
+
+    rgb = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]) / 255
+    if deficiency:
+        rgb = np.clip(cspace_convert(rgb, {"name": "sRGB1+CVD", "cvd_type": deficiency, "severity": 100}, "sRGB1"), 0, 1)
+    return cspace_convert(rgb, "sRGB1", "CAM02-UCS")
+
+
+def closest_pair(colours: dict[str, str], deficiency: str | None) -> tuple[float, str, str]:
+    seen = {name: as_seen(colour, deficiency) for name, colour in colours.items()}
+    return min((float(np.linalg.norm(seen[a] - seen[b])), a, b) for a, b in itertools.combinations(seen, 2))
+
+
+def test_house_colours_stay_apart_under_deuteranopia_and_protanopia():
+    for vision, deficiency in VISIONS.items():
+        distance, a, b = closest_pair(plots.COLORS, deficiency)
+        assert distance >= MIN_DISTANCE, f"{vision}: {a} and {b} are {distance:.1f} apart in CAM02-UCS"
+
+
+def test_the_old_palette_would_have_failed():
+    """The check can fail: the palette before Okabe-Ito merged naive and tiled for deuteranopes."""
+    old = {"naive": "#d62728", "tiled": "#2ca02c", "torch": "#ff7f0e"}
+    distance, a, b = closest_pair(old, VISIONS["deuteranopia"])
+    assert distance < MIN_DISTANCE and {a, b} == {"naive", "tiled"}
+
+
+def test_every_path_has_its_own_colour_marker_and_line_style():
+    styles = {path: plots.path_style(path) for path in ("naive", "tiled", "fused", "torch")}
+    for key in ("color", "marker", "linestyle"):
+        assert len({style[key] for style in styles.values()}) == len(styles), key
 
 
 def tick_texts(ticks):

@@ -45,3 +45,22 @@ def test_bad_decimals(decimals):
 def test_complex_values_are_refused():
     with pytest.raises(TypeError, match="values must hold real numbers"):
         fixed(np.array([1j]))
+
+
+def test_a_table_prints_aligned_text_and_renders_as_html():
+    from attnlib.printing import Table
+
+    table = Table(["arch", "regs", "tile"], [["sm_75", "124", "64x16"], ["sm_90", "79", "128x128"]])
+    assert repr(table).splitlines() == ["arch   regs  tile",
+                                        "sm_75   124  64x16",
+                                        "sm_90    79  128x128"]
+    html = table._repr_html_()
+    assert html.count("<tr>") == 3 and '<td style="text-align: right">79</td>' in html
+    assert '<td style="text-align: left">64x16</td>' in html
+
+
+def test_a_table_refuses_a_row_of_the_wrong_length():
+    from attnlib.printing import Table
+
+    with pytest.raises(ValueError, match="3 cells"):
+        Table(["a", "b", "c"], [["1", "2"]])

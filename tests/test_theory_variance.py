@@ -208,9 +208,18 @@ def test_steps_latex_puts_each_reason_under_its_equation():
     rows = latex.removeprefix(r"\begin{aligned}").removesuffix(r"\end{aligned}").split(r" \\[4pt] ")
     assert len(rows) == len(steps)
     for row, step in zip(rows, steps):
-        equation, reason = row.split(r" \\ ")
+        equation, *reason = row.split(r" \\ ")
         assert equation.count("&=") == 1
-        assert reason == rf"&\qquad \text{{({step.reason})}}"
+        shown = [re.fullmatch(r"&\\qquad \\text\{(.*)\}", line).group(1) for line in reason]
+        assert " ".join(shown) == f"({step.reason})"
+        assert all(len(line) <= v.LINE_WIDTH for line in shown)
+
+
+def test_steps_latex_wraps_a_long_reason_onto_lines_of_its_own():
+    step = v.Step("given the input, the terms of the projection are independent",
+                  sp.Eq(sp.Symbol("a"), sp.Symbol("b")))
+    reason = v.steps_latex([step]).split(r" \\ ")[1:]
+    assert len(reason) == 3 and reason[0] == r"&\qquad \text{(given the input, the terms of}"
 
 
 def test_equation_latex_breaks_a_long_sum_into_lines_of_its_terms():

@@ -25,6 +25,7 @@ import re
 import functools
 import itertools
 import numbers
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,14 +76,22 @@ class Step:
     equation: sp.Eq
 
 
-def steps_latex(steps) -> str:
-    """The steps as one LaTeX ``aligned`` block: each equation, its reason on the line below.
+# shown characters per line of a derivation: it then fits a phone's column (about 290 px)
+LINE_WIDTH = 30
 
-    The reason goes below rather than beside its equation so that the block
-    stays as narrow as its widest equation, and fits a book's column.
+
+def steps_latex(steps, width: int = LINE_WIDTH) -> str:
+    """The steps as one LaTeX ``aligned`` block: each equation, its reason on the lines below.
+
+    The reason goes below rather than beside its equation, wrapped at ``width``
+    characters, so that the block stays as narrow as its widest equation, and
+    fits a book's column.
     """
-    lines = [rf"{sp.latex(step.equation.lhs)} &= {sp.latex(step.equation.rhs)} \\ "
-             rf"&\qquad \text{{({step.reason})}}" for step in steps]
+    lines = []
+    for step in steps:
+        reason = textwrap.wrap(f"({step.reason})", width)
+        lines.append(rf"{sp.latex(step.equation.lhs)} &= {sp.latex(step.equation.rhs)} \\ "
+                     + r" \\ ".join(rf"&\qquad \text{{{line}}}" for line in reason))
     return r"\begin{aligned}" + r" \\[4pt] ".join(lines) + r"\end{aligned}"
 
 
@@ -94,7 +103,7 @@ def _visible_length(latex: str) -> int:
     return len(re.sub(r"[{}_^ ]", "", shown))
 
 
-def equation_latex(lhs: sp.Expr, rhs: sp.Expr, width: int = 48) -> str:
+def equation_latex(lhs: sp.Expr, rhs: sp.Expr, width: int = LINE_WIDTH) -> str:
     """``lhs = rhs`` as an ``aligned`` block whose long sums continue on further lines.
 
     The terms of ``rhs``, when it is a sum, fill each line up to about
