@@ -89,3 +89,12 @@ def test_declared_pythons_agree_with_the_tested_range():
     assert f"Python {low[0]}.{low[1]} to {high[0]}.{high[1]}" in (ROOT / "README.md").read_text()
     binder = (ROOT / "binder" / "runtime.txt").read_text().strip()
     assert binder.removeprefix("python-") in resolve.PYTHONS, binder
+
+
+def test_the_publishing_workflow_installs_what_the_matrix_resolves():
+    """The workflow builds with `make book` (tests/test_publishing_workflow.py), so it installs
+    requirements.txt, on ubuntu-latest (linux-x86_64) with the Python it sets up."""
+    workflow = (ROOT / ".github" / "workflows" / "publish.yml").read_text()
+    versions = re.findall(r'python-version:\s*"?([0-9.]+)"?', workflow)
+    assert versions and all(version in resolve.PYTHONS for version in versions), versions
+    assert "runs-on: ubuntu-latest" in workflow and "run: make book" in workflow
