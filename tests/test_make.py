@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -119,3 +120,19 @@ def test_torch_env_lets_the_new_venv_import_this_environments_torch(tmp_path):
                            capture_output=True, text=True)
     assert found.returncode == 0, found.stderr[-500:]
     assert found.stdout.strip() == torch.__file__
+
+
+def test_an_intel_mac_is_refused_with_the_ways_on():
+    with pytest.raises(SystemExit, match="Intel Macs.*Colab.*docker run"):
+        make.check_macos("x86_64", "14.5")
+
+
+@pytest.mark.parametrize("release", ["13.6.1", "12.7", "10.15.7"])
+def test_a_mac_older_than_torchs_wheels_is_refused_by_version(release):
+    with pytest.raises(SystemExit, match=rf"macOS {re.escape(release)}; torch's macOS wheels need macOS 14\.0"):
+        make.check_macos("arm64", release)
+
+
+@pytest.mark.parametrize("release", ["14.0", "15.2", "26.1"])
+def test_apple_silicon_from_macos_14_passes(release):
+    make.check_macos("arm64", release)

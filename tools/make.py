@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import site
@@ -60,6 +61,23 @@ def check_python(version: tuple[int, int] = tuple(sys.version_info[:2])) -> None
         raise fail(f"Python {version[0]}.{version[1]} runs this script; the book needs Python "
                    f"{low[0]}.{low[1]} to {high[0]}.{high[1]}. Run it with one of those, e.g. "
                    f"`make test PYTHON=python3.12` or `py -3.12 tools/make.py test`.")
+
+
+# torch 2.13's macOS wheels: Apple silicon, macOS 14 or newer (macosx_14_0_arm64); none for Intel Macs
+OLDEST_MACOS = (14, 0)
+
+
+def check_macos(machine: str, release: str) -> None:
+    """Refuse, with the way on, a Mac that PyTorch publishes no wheel of the pinned torch for,
+    before pip fails with 'no matching distribution'."""
+    if machine == "x86_64":
+        raise fail("PyTorch publishes no macOS wheels for Intel Macs after torch 2.2, and the book "
+                   "needs a newer one. Run the book in Colab, or in a Linux container: "
+                   'docker run --rm -it -v "$PWD":/book -w /book python:3.12 make test')
+    version = tuple(int(part) for part in release.split(".")[:2] if part.isdigit())
+    if version < OLDEST_MACOS:
+        raise fail(f"this is macOS {release}; torch's macOS wheels need macOS "
+                   f"{'.'.join(map(str, OLDEST_MACOS))} or newer. Update macOS, or run the book in Colab.")
 
 
 def venv_file(venv: Path, name: str) -> Path:
@@ -188,6 +206,8 @@ def see_this_environment(venv: Path) -> None:
 def create_venv(venv: Path, torch_source: str) -> None:
     """Create or update ``venv``; skipped when its inputs have not changed since the last install."""
     check_python()
+    if sys.platform == "darwin":
+        check_macos(platform.machine(), platform.mac_ver()[0])
     stamp = venv / ".installed"
     wanted = stamp_of(torch_source)
     if stamp.is_file() and stamp.read_text() == wanted:

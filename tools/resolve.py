@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make import ROOT, SUPPORTED_PYTHONS  # noqa: E402
+from make import OLDEST_MACOS, ROOT, SUPPORTED_PYTHONS  # noqa: E402
 
 PUBLIC_INDEX = "https://pypi.org/simple"
 # uv's names for the platforms readers use. torch 2.13's macOS wheels are built for macOS 14
@@ -34,7 +34,7 @@ PLATFORMS = {
     "macos-arm64": "aarch64-apple-darwin",
     "windows-x86_64": "x86_64-pc-windows-msvc",
 }
-MACOS_VERSION = "14.0"
+MACOS_VERSION = ".".join(map(str, OLDEST_MACOS))
 # PyTorch publishes no macOS x86-64 wheels after torch 2.2; the book needs a newer torch.
 UNSUPPORTED = {"macos-x86_64": "x86_64-apple-darwin"}
 TARGETS = {**PLATFORMS, **UNSUPPORTED}
