@@ -51,9 +51,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import attnlib
 from attnlib import fused
-from fused_gpu import (CONTEXT_LOST, DRY_RUN, DTYPES, GPU, Scale, context_lost,
-                       default_output, describe, dtype_name, first_line, forward_flops, machine, method_call,
-                       milliseconds, ready, release_memory, write_json)
+from fused_gpu import (CONTEXT_LOST, GPU, Scale, context_lost, default_output, describe, dtype_name,
+                       first_line, forward_flops, machine, method_call, milliseconds, ready, release_memory,
+                       sweep_arguments, write_json)
 
 METHODS = ("fused", "flash", "cudnn")
 HEAD_DIMS = (64, 128, 256)
@@ -220,31 +220,8 @@ def row(point: dict) -> str:
 
 
 def arguments(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dtypes", nargs="+", choices=[dtype_name(t) for t in DTYPES],
-                        help="default: float16 bfloat16 (the dry run: float16)")
-    parser.add_argument("--head-dims", nargs="+", type=int, help="default: 64 128 256 (the dry run: 16)")
-    parser.add_argument("--lengths", nargs="+", type=int, help="default: 1024 ... 16384 (the dry run: 32)")
-    parser.add_argument("--budget", type=float, default=None,
-                        help="start no point after this many seconds (the points already measured are kept)")
-    parser.add_argument("--output", type=pathlib.Path, default=None,
-                        help="where to write the JSON (default: attnlib/results/fused_backward_gpu_<gpu>.json)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="on the CPU, the kernels in Triton's interpreter, tiny shapes, timed with a clock")
-    parsed = parser.parse_args(argv)
-    base = DRY_RUN if parsed.dry_run else dataclasses.replace(GPU, head_dims=HEAD_DIMS)
-    parsed.scale = dataclasses.replace(
-        base, dtypes=tuple(getattr(torch, t) for t in parsed.dtypes) if parsed.dtypes else base.dtypes,
-        head_dims=tuple(parsed.head_dims or base.head_dims), lengths=tuple(parsed.lengths or base.lengths))
-    for d in parsed.scale.head_dims:
-        if d > base.model_width or base.model_width % d:
-            parser.error(f"--head-dims must divide the model width {base.model_width}, got {d}")
-    for n in parsed.scale.lengths:
-        if n > base.tokens or base.tokens % n:
-            parser.error(f"--lengths must divide the {base.tokens} tokens, got {n}")
-    if parsed.budget is not None and parsed.budget < 0:
-        parser.error(f"--budget must be a number of seconds >= 0, got {parsed.budget:g}")
-    return parsed
+    return sweep_arguments(__doc__.split("\n\n")[0], dataclasses.replace(GPU, head_dims=HEAD_DIMS),
+                           "fused_backward_gpu", argv)
 
 
 def main(argv=None) -> None:

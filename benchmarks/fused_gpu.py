@@ -271,20 +271,27 @@ def decode_row(point: dict) -> str:
     return f"B = {point['B']}, S = {point['S']:6d}: {cells}"
 
 
-def arguments(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def sweep_arguments(description: str, gpu: Scale, output_name: str, argv=None) -> argparse.Namespace:
+    """The options both GPU benchmarks take; ``gpu`` is the sweep without options, ``output_name``
+    the stem of its JSON. ``parsed.scale`` is the sweep the options ask for."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--dtypes", nargs="+", choices=[dtype_name(t) for t in DTYPES],
-                        help="default: float16 bfloat16 (the dry run: float16)")
-    parser.add_argument("--head-dims", nargs="+", type=int, help="default: 64 128 (the dry run: 16)")
-    parser.add_argument("--lengths", nargs="+", type=int, help="default: 1024 ... 16384 (the dry run: 32)")
+                        help=f"default: {' '.join(map(dtype_name, gpu.dtypes))} "
+                             f"(the dry run: {' '.join(map(dtype_name, DRY_RUN.dtypes))})")
+    parser.add_argument("--head-dims", nargs="+", type=int,
+                        help=f"default: {' '.join(map(str, gpu.head_dims))} "
+                             f"(the dry run: {' '.join(map(str, DRY_RUN.head_dims))})")
+    parser.add_argument("--lengths", nargs="+", type=int,
+                        help=f"default: {gpu.lengths[0]} ... {gpu.lengths[-1]} "
+                             f"(the dry run: {' '.join(map(str, DRY_RUN.lengths))})")
     parser.add_argument("--budget", type=float, default=None,
                         help="start no point after this many seconds (the points already measured are kept)")
     parser.add_argument("--output", type=pathlib.Path, default=None,
-                        help="where to write the JSON (default: attnlib/results/fused_gpu_<gpu>.json)")
+                        help=f"where to write the JSON (default: attnlib/results/{output_name}_<gpu>.json)")
     parser.add_argument("--dry-run", action="store_true",
                         help="on the CPU, the kernels in Triton's interpreter, tiny shapes, timed with a clock")
     parsed = parser.parse_args(argv)
-    base = DRY_RUN if parsed.dry_run else GPU
+    base = DRY_RUN if parsed.dry_run else gpu
     parsed.scale = dataclasses.replace(
         base, dtypes=tuple(getattr(torch, t) for t in parsed.dtypes) if parsed.dtypes else base.dtypes,
         head_dims=tuple(parsed.head_dims or base.head_dims), lengths=tuple(parsed.lengths or base.lengths))
@@ -297,6 +304,10 @@ def arguments(argv=None) -> argparse.Namespace:
     if parsed.budget is not None and parsed.budget < 0:
         parser.error(f"--budget must be a number of seconds >= 0, got {parsed.budget:g}")
     return parsed
+
+
+def arguments(argv=None) -> argparse.Namespace:
+    return sweep_arguments(__doc__.split("\n\n")[0], GPU, "fused_gpu", argv)
 
 
 def ready(options: argparse.Namespace, script: str) -> None:
