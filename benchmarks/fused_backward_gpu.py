@@ -52,8 +52,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import attnlib
 from attnlib import fused
 from fused_gpu import (CONTEXT_LOST, GPU, Scale, context_lost, default_output, describe, dtype_name,
-                       first_line, forward_flops, machine, method_call, milliseconds, ready, release_memory,
-                       sweep_arguments, write_json)
+                       dtypes_this_device_takes, first_line, forward_flops, machine, method_call,
+                       milliseconds, ready, release_memory, sweep_arguments, write_json)
 
 METHODS = ("fused", "flash", "cudnn")
 HEAD_DIMS = (64, 128, 256)
@@ -232,10 +232,8 @@ def main(argv=None) -> None:
     info = machine(scale.device)
     path = options.output or default_output(info, "fused_backward_gpu", options.dry_run)
     print(describe(info))
-    dtypes = list(scale.dtypes)
+    dtypes = dtypes_this_device_takes(scale)
     on_gpu = scale.device == "cuda"
-    if on_gpu and torch.cuda.get_device_capability() < (8, 0):
-        dtypes = [t for t in dtypes if t != torch.bfloat16]
     skipped_head_dims = {}
     for d in scale.head_dims:
         refusal = flash_refusal(d, dtypes[0], scale.device) if d > FLASH_ALWAYS_TAKES and dtypes else None

@@ -336,6 +336,13 @@ def default_output(info: dict, name: str, dry_run: bool) -> pathlib.Path:
     return RESULTS / f"{name}_{slug}.json"
 
 
+def dtypes_this_device_takes(scale: Scale) -> tuple[torch.dtype, ...]:
+    """The sweep's dtypes less bfloat16 on a GPU older than sm_80, which has no bf16 tensor cores."""
+    if scale.device == "cuda" and torch.cuda.get_device_capability() < (8, 0):
+        return tuple(t for t in scale.dtypes if t != torch.bfloat16)
+    return scale.dtypes
+
+
 def main(argv=None) -> None:
     options = arguments(argv)
     ready(options, "fused_gpu.py")
@@ -344,9 +351,7 @@ def main(argv=None) -> None:
     info = machine(scale.device)
     path = options.output or default_output(info, "fused_gpu", options.dry_run)
     print(describe(info))
-    dtypes = scale.dtypes
-    if scale.device == "cuda" and torch.cuda.get_device_capability() < (8, 0):
-        dtypes = tuple(t for t in dtypes if t != torch.bfloat16)
+    dtypes = dtypes_this_device_takes(scale)
     # Decoding first: four short points, which a run cut short by --budget should still have.
     sweep = [("decode", shape) for shape in scale.decode_shapes]
     sweep += [("forward", (dtype, d, causal, n)) for dtype in dtypes for d in scale.head_dims
