@@ -17,6 +17,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import jupyter_edition  # noqa: E402
 from install_cells import first_code_cell, install_cell_source, repository  # noqa: E402
 
+# builds the book (tests/conftest.py: book_html), like tests/test_book.py
+pytestmark = pytest.mark.book
+
 BASE = jupyter_edition.book_url()
 LINK = re.compile(r"\]\((?P<url>" + re.escape(BASE) + r"[^)\s]*)\)")
 # a link and the text it shows: [text](url)
