@@ -20,7 +20,6 @@ GitHub Pages address of ``repository.url`` (``https://OWNER.github.io/NAME/``), 
 from __future__ import annotations
 
 import argparse
-import codecs
 import copy
 import dataclasses
 import json
