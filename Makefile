@@ -10,7 +10,7 @@ PYTHON ?= python3
 TORCH  ?= cpu
 MAKE_PY = $(PYTHON) tools/make.py --venv $(VENV) --torch $(TORCH)
 
-.PHONY: env book test install-cells student-edition assignments clean
+.PHONY: env book test install-cells jupyter-edition student-edition assignments clean
 
 env:
 	$(MAKE_PY) env
@@ -25,9 +25,14 @@ test:
 install-cells: env
 	$(VENV)/bin/python tests/install_cells.py
 
-# The chapters without solutions, with a check cell after each checked exercise.
-student-edition: env
-	$(VENV)/bin/python -m attnlib.exercises student-edition _build/student
+# The chapters for Colab and Jupyter: the book's markup as Markdown, its cross-references,
+# equation numbers and citations read from the built book and linked into the published one.
+jupyter-edition: book
+	$(VENV)/bin/python tools/jupyter_edition.py jupyter _build/jupyter
+
+# The same without solutions, with a check cell after each checked exercise.
+student-edition: book
+	$(VENV)/bin/python tools/jupyter_edition.py student _build/student
 
 # Graded assignments for otter-grader, one per chapter: student notebooks, autograder bundles
 # with hidden tests, reference solutions (instructor.md). BANK is the question bank kept outside
@@ -38,7 +43,7 @@ COURSE_SEED ?= 0
 BANK ?=
 REF ?=
 ALLOW_BRANCH ?=
-assignments: env
+assignments: book
 	$(VENV)/bin/python assignments/build.py _build/assignments --seed $(COURSE_SEED) \
 		$(if $(BANK),--bank $(BANK)) $(if $(REF),--ref $(REF)) $(if $(ALLOW_BRANCH),--allow-branch)
 

@@ -41,18 +41,18 @@ import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(HERE), str(ROOT / "tests")]
+sys.path[:0] = [str(HERE), str(ROOT / "tests"), str(ROOT / "tools")]
 
 import catalogue  # noqa: E402
 import grading  # noqa: E402
 import tasks  # noqa: E402
 from install_cells import repository  # noqa: E402
+from jupyter_edition import Book, Converter, book_url  # noqa: E402
 
 import attnlib  # noqa: E402
 from attnlib.exercises.assignment import answer_name  # noqa: E402
 
 OTTER_VERSION = "7.0.0"
-_BOOK_ROLE = re.compile(r"\{(?:eq|ref|numref|doc)\}`([^`]*)`")
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z`$(])")
 
 
@@ -68,11 +68,6 @@ def _test(name: str, points: int, hidden: bool, arguments: str, body: str) -> di
     return _cell("code", f"{config}def {name}({arguments}):\n{body}")
 
 
-def _plain_text(markdown: str) -> str:
-    """The book's markdown for a notebook: cross-references to the book become plain words."""
-    return _BOOK_ROLE.sub(lambda m: f"the book's `{m.group(1)}`", markdown)
-
-
 def _without_practice_check(markdown: str) -> str:
     """The exercise's text without its sentences that send the student to ``attnlib.exercises.check``,
     which knows the book's numbers only and so calls a right answer to the course's numbers wrong."""
@@ -85,24 +80,30 @@ def _without_practice_check(markdown: str) -> str:
     return "\n\n".join(paragraphs)
 
 
-def _written_question(name: str, points: int, prompt: str, solution: str) -> list[dict]:
+def _written_question(name: str, points: int, prompt: str, solution: str, converter: Converter) -> list[dict]:
     return [
         _cell("raw", f"# BEGIN QUESTION\nname: {name}\nmanual: true\npoints: {points}"),
         _cell("markdown", prompt),
-        _cell("raw", "# BEGIN SOLUTION"), _cell("markdown", _plain_text(solution) or "-"),
+        _cell("raw", "# BEGIN SOLUTION"), _cell("markdown", converter.blocks(solution) or "-"),
         _cell("raw", "# END SOLUTION"), _cell("raw", "# END QUESTION"),
     ]
 
 
-def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, course_seed: int) -> tuple[list[dict], dict]:
-    """The cells of one exercise, and the reference answers they are graded against (label -> reference)."""
-    heading = f"### {exercise.title} (`{exercise.label}`)\n\n{_plain_text(exercise.text)}"
+def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, course_seed: int,
+                   converter: Converter) -> tuple[list[dict], dict]:
+    """The cells of one exercise, and the reference answers they are graded against (label -> reference).
+
+    ``converter`` writes the book's markup as the Jupyter edition does (tools/jupyter_edition.py):
+    cross-references, equations and citations become links into the published book."""
+    shown = converter.book.label(exercise.label, f"{converter.page}: exercise").text
+    heading = (f"### {shown}: {converter.inline(exercise.title)} (`{exercise.label}`)\n\n"
+               f"{converter.blocks(exercise.text)}")
     name = answer_name(exercise.label)
     manual = catalogue.manual_points(exercise, bank)
     if not exercise.checked:
         prompt = (heading + "\n\nRun what the exercise asks in the chapter's notebook, then describe what you "
                             "found and what it tells you.")
-        return _written_question(exercise.label, manual, prompt, exercise.solution), {}
+        return _written_question(exercise.label, manual, prompt, exercise.solution, converter), {}
     if not catalogue.graded(exercise, bank):
         cells = [
             _cell("markdown", heading + "\n\n**Practice, no points.** The book's solutions answer this exercise "
@@ -136,7 +137,7 @@ def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, course_seed: 
     if exercise.written:
         cells += _written_question(f"{exercise.label}-written", manual,
                                    f"**In words** (`{exercise.label}`): answer the part of the exercise above that "
-                                   "asks for a reason or a comparison.", exercise.solution)
+                                   "asks for a reason or a comparison.", exercise.solution, converter)
     if not catalogue.graded(exercise, bank):
         return cells, {}
     reference = {"answer": grading.encode(tasks.run(task, params)), "rtol": task.rtol, "atol": task.atol,
@@ -166,7 +167,7 @@ PRACTICE_BANNER = (
 
 
 def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.Bank, course_seed: int,
-                    ref: str, show_hidden: bool = False) -> tuple[dict, dict]:
+                    ref: str, book: Book, show_hidden: bool = False) -> tuple[dict, dict]:
     """The otter master notebook of ``chapter``, and the reference answers of its graded questions.
 
     ``show_hidden``: Gradescope shows the hidden tests' results once grades are published (their
@@ -203,8 +204,9 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
                            f"grader = attnlib.exercises.assignment.notebook({chapter + '.ipynb'!r})"),
              _cell("code", tasks.setup_code(chapter[:2]))]
     references = {}
+    converter = Converter(book, f"{catalogue.CHAPTERS.relative_to(ROOT).as_posix()}/{chapter}", book_url())
     for exercise in found:
-        more, answers = question_cells(exercise, bank, course_seed)
+        more, answers = question_cells(exercise, bank, course_seed, converter)
         cells += more
         references.update(answers)
     for number, cell in enumerate(cells):
@@ -291,13 +293,14 @@ def check_installed(commit: str) -> None:
 # --- the build --------------------------------------------------------------------------------
 
 def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None, ref: str | None = None,
-          bank: pathlib.Path | None = None, allow_branch: bool = False, show_hidden: bool = False
-          ) -> list[pathlib.Path]:
+          bank: pathlib.Path | None = None, allow_branch: bool = False, show_hidden: bool = False,
+          html: pathlib.Path = ROOT / "_build" / "html") -> list[pathlib.Path]:
     """Build the assignments of ``chapters`` (all when None) into ``out``; returns the chapters' folders.
 
     A bank for credit (PUBLIC_PRACTICE false) needs ``ref``, a tag or commit, and the installed attnlib
     at that commit. The public example bank (the default) builds practice assignments from ``ref`` or
-    the book's ``repository.branch``, unchecked.
+    the book's ``repository.branch``, unchecked. ``html`` is the built book (``make book``), which
+    numbers the cross-references, equations and citations of the exercises' text.
     """
     from otter.assign import main as otter_assign
 
@@ -313,6 +316,7 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
                              f"{loaded.path}, got none (pass --ref, or REF= to make)")
         commit = resolve_ref(ref, allow_branch)
         check_installed(commit)
+    book = Book(html)
     built = []
     for path in catalogue.chapter_paths():
         found = catalogue.chapter_exercises(path)
@@ -320,7 +324,7 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
             continue
         source = out / "source" / path.stem
         source.mkdir(parents=True, exist_ok=True)
-        master, references = master_notebook(path.stem, found, loaded, course_seed, ref, show_hidden)
+        master, references = master_notebook(path.stem, found, loaded, course_seed, ref, book, show_hidden)
         (source / path.name).write_text(json.dumps(master, indent=1) + "\n")
         shutil.copy(HERE / "grading.py", source / "grading.py")
         (source / grading.REFERENCES).write_text(json.dumps(references, indent=1) + "\n")
@@ -366,12 +370,15 @@ def main(argv: list[str] | None = None) -> None:
                                       "must be that commit (default for the example bank: repository.branch in "
                                       "_config.yml)")
     parser.add_argument("--allow-branch", action="store_true", help="accept a branch as --ref, with a warning")
+    parser.add_argument("--html", type=pathlib.Path, default=ROOT / "_build" / "html",
+                        help="the built book (make book), which numbers the exercises' cross-references")
     parser.add_argument("--show-hidden", action="store_true",
                         help="show the hidden tests' results on Gradescope once grades are published")
     args = parser.parse_args(argv)
     try:
-        built = build(args.out, args.seed, args.chapters, args.ref, args.bank, args.allow_branch, args.show_hidden)
-    except ValueError as exc:
+        built = build(args.out, args.seed, args.chapters, args.ref, args.bank, args.allow_branch, args.show_hidden,
+                      args.html)
+    except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
     for result in built:
         print(f"wrote {result}")

@@ -1,7 +1,9 @@
 import os
 import pathlib
+import subprocess
 import sys
 
+import pytest
 from hypothesis import settings
 
 # tests import their helpers (install_cells, reference) as top-level modules
@@ -12,3 +14,18 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session")
+def book_html(tmp_path_factory) -> pathlib.Path:
+    """The HTML book, built once per test session with warnings as errors (tests/test_book.py),
+    for the tests that read what the book shows (the Jupyter edition, the assignments)."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    out = tmp_path_factory.mktemp("book")
+    result = subprocess.run(
+        [str(pathlib.Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--path-output", str(out),
+         "-W", "-n", "--keep-going"],
+        capture_output=True, text=True, timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return out / "_build" / "html"

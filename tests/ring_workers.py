@@ -176,3 +176,11 @@ def ring_on_subgroups(rank, world_size):
                             sharding="zigzag", group=group)
     expected, _ = plain_attention(q, k, v, allowed_keys(case, 16, 16), 4 ** -0.5)
     return error(output, shard(expected, member, 2, "zigzag"))
+
+
+def writes_to_descriptor_1(rank: int, world_size: int) -> int:
+    """Writes a line to file descriptor 1 as C++ code does, after the group has started."""
+    import os
+
+    os.write(1, f"rank {rank} of {world_size} writes to descriptor 1\n".encode())
+    return rank

@@ -24,8 +24,9 @@ from nbclient import NotebookClient
 from otter.api import grade_submission
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "assignments"))
+sys.path[:0] = [str(ROOT / "assignments"), str(ROOT / "tools")]
 import build  # noqa: E402
+import jupyter_edition  # noqa: E402
 import catalogue  # noqa: E402
 import grading  # noqa: E402
 import tasks  # noqa: E402
@@ -61,9 +62,9 @@ def references(out: pathlib.Path, chapter: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(tmp_path_factory, book_html):
     out = tmp_path_factory.mktemp("assignments")
-    return out, {result.name: result for result in build.build(out, COURSE_SEED)}
+    return out, {result.name: result for result in build.build(out, COURSE_SEED, html=book_html)}
 
 
 def test_every_chapter_with_exercises_has_an_assignment(built):
@@ -92,8 +93,8 @@ def test_a_blank_notebook_gets_zero(chapter, built):
 
 
 @pytest.mark.parametrize("seed,chapters", [(seed, GRADED[i::len(SAMPLE_SEEDS)]) for i, seed in enumerate(SAMPLE_SEEDS)])
-def test_reference_solutions_get_full_marks_for_other_seeds(seed, chapters, tmp_path):
-    results = {result.name: result for result in build.build(tmp_path, seed, [c[:2] for c in chapters])}
+def test_reference_solutions_get_full_marks_for_other_seeds(seed, chapters, tmp_path, book_html):
+    results = {result.name: result for result in build.build(tmp_path, seed, [c[:2] for c in chapters], html=book_html)}
     for chapter in chapters:
         reference = grade(results[chapter] / "autograder" / f"{chapter}.ipynb", results[chapter])
         assert reference.total == reference.possible == auto_points(chapter) > 0, (seed, reference.summary())
@@ -129,6 +130,18 @@ def test_the_student_notebook_holds_no_hidden_test_and_no_reference(chapter, bui
     answer_cells = [c for c in notebook["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])
                     and c["cell_type"] == "markdown"]
     assert len(answer_cells) == len(written), "one written-answer cell per exercise that asks why"
+
+
+@pytest.mark.parametrize("chapter", WITH_EXERCISES)
+def test_the_notebooks_hold_no_book_markup(chapter, built):
+    """The exercises' text and solutions are converted as the Jupyter edition is: cross-references,
+    equations and citations are links into the published book, never raw MyST."""
+    _, results = built
+    for notebook in (results[chapter] / "student" / f"{chapter}.ipynb", results[chapter] / "autograder" / f"{chapter}.ipynb"):
+        converted = json.loads(notebook.read_text())
+        assert not jupyter_edition.leftovers(converted), (notebook.name, jupyter_edition.leftovers(converted))
+        assert "the book's `" not in notebook.read_text()
+        assert f"### Exercise {int(chapter[:2])}.1: " in notebook.read_text(), "exercises carry the book's numbers"
 
 
 @pytest.mark.parametrize("chapter", GRADED)
@@ -204,12 +217,12 @@ def head_commit() -> str:
 
 
 @pytest.fixture(scope="module")
-def private(tmp_path_factory):
+def private(tmp_path_factory, book_html):
     """A private bank written here, outside the repository, built at the checked-out commit."""
     bank = tmp_path_factory.mktemp("instructor") / "bank.py"
     bank.write_text(PRIVATE_BANK)
     out = tmp_path_factory.mktemp("private")
-    [result] = build.build(out, COURSE_SEED, ["07"], ref=head_commit(), bank=bank)
+    [result] = build.build(out, COURSE_SEED, ["07"], ref=head_commit(), bank=bank, html=book_html)
     return bank, out, result
 
 

@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-JUPYTER_BOOK = pathlib.Path(sys.executable).with_name("jupyter-book")
 
 
 def toc_files() -> list[str]:
@@ -23,14 +22,8 @@ def toc_files() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def html(tmp_path_factory) -> pathlib.Path:
-    out = tmp_path_factory.mktemp("book")
-    result = subprocess.run(
-        [str(JUPYTER_BOOK), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"],
-        capture_output=True, text=True, timeout=1200,
-    )
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    return out / "_build" / "html"
+def html(book_html) -> pathlib.Path:
+    return book_html  # built once per session (tests/conftest.py)
 
 
 def test_every_chapter_in_the_toc_exists_and_every_chapter_is_in_the_toc():
@@ -53,7 +46,8 @@ def test_chapters_have_numbered_equations_launch_buttons_and_hidden_install_cell
         if not name.startswith("chapters/"):
             continue
         page = (html / f"{name}.html").read_text()
-        assert f"colab.research.google.com/github/{repo_path}/blob/main/{name}.ipynb" in page, name
+        # the Colab button opens the Jupyter edition (tests/test_jupyter_edition.py), Binder the source
+        assert f"colab.research.google.com/github/{repo_path}/blob/jupyter-edition/{name}.ipynb" in page, name
         assert f"mybinder.org/v2/gh/{repo_path}/main" in page, name
         assert "Installs attnlib from the book" not in page, f"{name}: the install cell is visible"
         assert 'class="eqno"' in page or "math notranslate" in page, name

@@ -5,12 +5,17 @@ alignments, GQA, key padding, float64 and float32, forward and backward),
 so the tests pay the start-up of a ring only a few times. Every run has a
 timeout: a transfer that never comes fails the test instead of hanging it.
 """
+import pathlib
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 
 import ring_workers
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 from attnlib.distributed import (
     ring_attention,
     run_on_local_ring,
@@ -135,6 +140,37 @@ def test_unshard_refuses_shards_of_unequal_shape():
 def test_a_failing_worker_is_reported_with_its_rank():
     with pytest.raises(RuntimeError, match="rank 1 of 2 failed(.|\n)*a worker's own error"):
         run_on_local_ring(ring_workers.raises, 2, timeout=TIMEOUT)
+
+
+QUIET_WRITE = """
+import os
+from attnlib.distributed.local import _stdout_discarded
+os.write(1, b"before\\n")
+with _stdout_discarded():
+    os.write(1, b"[Gloo] Rank 0 is connected to 1 peer ranks.\\n")
+    print("a print inside", flush=True)
+os.write(1, b"after\\n")
+print("a print after")
+"""
+
+
+def test_what_cpp_writes_to_descriptor_1_while_a_group_starts_is_discarded():
+    """torch 2.8/2.9's gloo writes its connection lines with std::cout (see _stdout_discarded),
+    which this machine's torch no longer does: the redirection is checked with os.write, the
+    same system call; the descriptor is back afterwards."""
+    result = subprocess.run([sys.executable, "-c", QUIET_WRITE], capture_output=True, text=True, check=True)
+    assert result.stdout == "before\nafter\na print after\n", result.stdout
+
+
+def test_the_workers_descriptor_1_is_back_after_the_group_starts():
+    """In a subprocess whose descriptor 1 is captured: a worker's own output after
+    init_process_group still arrives, and nothing else does (no [Gloo] line)."""
+    code = ("import sys; sys.path.insert(0, 'tests'); import ring_workers\n"
+            "from attnlib.distributed import run_on_local_ring\n"
+            "print(run_on_local_ring(ring_workers.writes_to_descriptor_1, 2, timeout=120))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert sorted(result.stdout.splitlines()) == sorted(
+        ["[0, 1]", "rank 0 of 2 writes to descriptor 1", "rank 1 of 2 writes to descriptor 1"]), result.stdout
 
 
 def test_a_worker_past_the_deadline_fails_instead_of_hanging():

@@ -45,7 +45,9 @@ def test_every_job_runs_somewhere_and_every_step_does_one_thing():
 
 def test_it_builds_with_the_readmes_command():
     commands = [step["run"].strip() for step in steps("build") if "run" in step]
-    assert commands == [readme_build_command()] == ["make book"], commands
+    assert commands[0] == readme_build_command() == "make book", commands
+    # then the Jupyter edition, for the Colab buttons (tests/test_jupyter_edition.py runs its push)
+    assert [command.splitlines()[0] for command in commands[1:]] == ["make jupyter-edition"], commands
 
 
 def test_it_uploads_the_built_html_and_deploys_it_to_pages_after_the_build():
@@ -58,7 +60,8 @@ def test_it_uploads_the_built_html_and_deploys_it_to_pages_after_the_build():
     assert deploy["needs"] == "build"
     assert deploy["environment"]["name"] == "github-pages"
     assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
-    assert workflow()["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    # contents: write for the Jupyter edition's branch
+    assert workflow()["permissions"] == {"contents": "write", "pages": "write", "id-token": "write"}
 
 
 def test_the_readme_says_how_to_turn_it_on():

@@ -15,9 +15,11 @@ travels back by pickling: return numbers, lists or NumPy arrays.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import queue
+import sys
 import tempfile
 import time
 import traceback
@@ -31,12 +33,36 @@ from .ring import gather_sequence, ring_attention
 from .sharding import shard
 
 
+@contextlib.contextmanager
+def _stdout_discarded():
+    """File descriptor 1 points to the null device, for C++ code that writes to it directly.
+
+    The gloo of torch 2.8 and 2.9 writes "[Gloo] Rank r is connected to N peer ranks. Expected
+    number of connected peer ranks is : N" with ``std::cout`` when a process group connects
+    (gloo/transport/tcp/context.cc, ``printConnectivityInfo``, January 2024); no log level
+    (``TORCH_CPP_LOG_LEVEL``, ``GLOO_LOG_LEVEL``) reaches it. Gloo made it an INFO log line in
+    September 2025 (commit d97133a), silent by default in later torch. A notebook shows whatever
+    reaches the worker's descriptor 1, so that descriptor is redirected, not ``sys.stdout``.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+
+
 def _run_rank(worker, rank, world_size, store_path, timeout, threads, results, args):
     torch.set_num_threads(threads)
     try:
         store = dist.FileStore(store_path, world_size)
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=timeout))
+        with _stdout_discarded():  # errors still reach stderr and the parent's traceback
+            dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
+                                    timeout=datetime.timedelta(seconds=timeout))
         try:
             results.put((rank, True, worker(rank, world_size, *args)))
         finally:
