@@ -11,15 +11,16 @@ import warnings
 from collections import Counter
 
 import pytest
-import yaml
+
+import book_pages
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 JUPYTER_BOOK = pathlib.Path(sys.executable).with_name("jupyter-book")
 
 
 def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [chapter["file"] for part in toc["parts"] for chapter in part["chapters"]]
+    """Every page of _toc.yml, chapters' section pages included, in reading order."""
+    return [page.file for page in book_pages.toc_pages()]
 
 
 @pytest.fixture(scope="module")
@@ -295,6 +296,7 @@ PROBE = r"""
       scriptErrors: window.__scriptErrors || [],
       mathErrors: mathErrors,
       mathjax: !!(window.MathJax && MathJax.startup && MathJax.startup.document),
+      height: document.documentElement.scrollHeight,  // every toggle open
       // what the page loaded or asked for, MathJax's own later requests included
       resources: [...document.querySelectorAll("script[src], link[rel=stylesheet][href]")].map(e => e.src || e.href),
     };
@@ -542,3 +544,19 @@ def test_no_display_equation_scrolls_sideways_on_a_phone(rendered):
     wide = {name: items for name, items in wide.items() if items}
     assert not wide, f"At {PHONE} px these display equations are wider than their column:\n" + "\n".join(
         f"  {name}:\n{describe(items)}" for name, items in wide.items())
+
+
+# With every toggle and dropdown open, at 1400 px. Chapter 10 was one page of 48,600 px
+# before it was split into section pages; the longest page after it is under 27,000 px.
+LONGEST_PAGE = 30_000
+
+
+@pytest.mark.book
+@needs_chromium
+def test_no_page_is_a_wall(rendered):
+    """No page is longer than LONGEST_PAGE px at 1400 px with everything open: a chapter
+    that grows past it is split into section pages (the toc's ``sections:``)."""
+    long = {name: report["height"] for (name, width), (_, report) in rendered.items()
+            if width == DESKTOP and report["height"] > LONGEST_PAGE}
+    assert not long, f"pages over {LONGEST_PAGE:,} px at {DESKTOP} px: " + ", ".join(
+        f"{name} {height:,} px" for name, height in long.items())
