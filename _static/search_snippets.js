@@ -1,12 +1,12 @@
 // Search results quote each page's text around the words found. Sphinx takes that text from
 // the page as built, where math is still TeX source ("\(1/\sqrt{d_k}\)") and the article's
-// header holds the download and launch buttons and the "Contents" toggle (".ipynb .pdf ...
-// Contents" before every quote). The page text is cleaned before Sphinx reads it: those
+// header holds the download and launch buttons and the "Contents" toggle, and a copy of the
+// title and contents for print precedes the text (".ipynb .pdf ... Contents" in the quotes). The page text is cleaned before Sphinx reads it: those
 // buttons, cell sources and display equations are dropped, inline math is spelled plainly.
 (function () {
   const SYMBOLS = {sqrt: "√", cdot: "·", times: "×", le: "≤", leq: "≤", ge: "≥", geq: "≥", infty: "∞",
                    approx: "≈", ne: "≠", to: "→", sum: "Σ", tau: "τ", ell: "ℓ", rho: "ρ", sigma: "σ",
-                   mu: "μ", alpha: "α", log: "log", exp: "exp", ln: "ln", circ: "∘", mid: "|"};
+                   mu: "μ", alpha: "α", top: "ᵀ", log: "log", exp: "exp", ln: "ln", circ: "∘", mid: "|"};
   function plain(tex) {
     return tex
       .replace(/^\\\(|\\\)$|^\\\[|\\\]$/g, "")
@@ -23,7 +23,8 @@
     const htmlToText = Search.htmlToText;
     Search.htmlToText = (htmlString, anchor) => {
       const page = new DOMParser().parseFromString(htmlString, "text/html");
-      const drop = ".bd-header-article, .bd-sidebar-secondary, .prev-next-area, .cell_input, div.math, .MathJax_Preview";
+      // #jb-print-docs-body: the title and "Contents" again, for print only
+      const drop = ".bd-header-article, #jb-print-docs-body, .bd-sidebar-secondary, .prev-next-area, .cell_input, div.math";
       page.querySelectorAll(drop).forEach(el => el.remove());
       page.querySelectorAll("span.math").forEach(el => { el.textContent = plain(el.textContent); });
       return htmlToText(page.documentElement.outerHTML, anchor);

@@ -1,5 +1,7 @@
 """The book builds with warnings as errors, and the HTML has what a reader needs."""
+import functools
 import html as html_module
+import http.server
 import json
 import pathlib
 import re
@@ -7,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from collections import Counter
 
@@ -560,3 +563,32 @@ def test_no_page_is_a_wall(rendered):
             if width == DESKTOP and report["height"] > LONGEST_PAGE}
     assert not long, f"pages over {LONGEST_PAGE:,} px at {DESKTOP} px: " + ", ".join(
         f"{name} {height:,} px" for name, height in long.items())
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # one line per request would bury a failure's report
+        pass
+
+
+@pytest.mark.book
+@needs_chromium
+def test_search_results_quote_plain_text(html, tmp_path):
+    """A search's results quote each page in words: no TeX source ("\\sqrt{d_k}") and none of the
+    article header's buttons or the print-only contents (".pdf", "Contents"). The pages are
+    served over HTTP, as published: Sphinx's search fetches them, which a file:// page cannot."""
+    handler = functools.partial(QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=30000", "--dump-dom",
+             f"http://127.0.0.1:{server.server_address[1]}/search.html?q=saturation"],
+            capture_output=True, text=True, timeout=180)
+    finally:
+        server.shutdown()
+    quotes = [html_module.unescape(re.sub(r"<[^>]+>", "", quote))
+              for quote in re.findall(r'<p class="context">(.*?)</p>', result.stdout, flags=re.S)]
+    assert len(quotes) >= 5, f"the search found {len(quotes)} pages with quotes: {result.stderr[-1000:]}"
+    raw = [q for q in quotes if re.search(r"\\[()\[\]]|\\[a-zA-Z]+", q) or "Contents" in q or ".pdf" in q]
+    assert not raw, "quotes with TeX or header text:\n" + "\n".join(q[:200] for q in raw)
