@@ -23,8 +23,10 @@ import book_pages  # noqa: E402
 
 def execute(path: pathlib.Path) -> None:
     notebook = nbformat.read(path, as_version=4)
+    # no widget state: with it the book would load require.js and a widget manager from
+    # CDNs for a widget it cannot run (chapter 4's shows a static figure instead)
     NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+                   store_widget_state=False, resources={"metadata": {"path": str(path.parent)}}).execute()
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)
     nbformat.write(notebook, path)

@@ -43,6 +43,14 @@ def test_every_chapter_in_the_toc_exists_and_every_chapter_is_in_the_toc():
     assert listed == on_disk
 
 
+def test_no_chapter_stores_widget_state():
+    """Stored widget state makes the book load require.js and a widget manager from CDNs
+    for widgets that need a kernel; a widget's page shows a static figure instead."""
+    stored = [path.name for path in book_pages.notebooks()
+              if "widgets" in json.loads(path.read_text())["metadata"]]
+    assert not stored, f"widget state in {stored}: re-execute with tests/execute_chapters.py"
+
+
 @pytest.mark.book
 def test_every_toc_entry_is_built(html):
     for name in toc_files():
@@ -179,6 +187,19 @@ def test_mathjax_ships_with_the_book_and_no_page_loads_it_from_a_cdn(html):
             f"{page.relative_to(html)} references MathJax on a CDN"
         with_math += bool(scripts)
     assert with_math >= 2
+
+
+@pytest.mark.book
+def test_no_page_loads_a_script_or_stylesheet_from_another_host(html):
+    """Every script and stylesheet a page loads ships with the book (the widget manager and
+    require.js that stored widget state brought in from CDNs were the last ones)."""
+    remote = {}
+    for page in sorted(html.rglob("*.html")):
+        found = re.findall(r'<script[^>]*\bsrc="(https?://[^"]*)"|<link[^>]*rel="stylesheet"[^>]*href="(https?://[^"]*)"',
+                           page.read_text())
+        if found:
+            remote[str(page.relative_to(html))] = [a or b for a, b in found]
+    assert not remote, f"pages that load from another host: {remote}"
 
 
 # ---------------------------------------------------------------------------
