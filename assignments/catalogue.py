@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import sys
 from dataclasses import dataclass
 
 import tasks
 from attnlib import exercises
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import book_pages  # noqa: E402
+
 CHAPTERS = ROOT / "chapters"
 
 WRITTEN_POINTS = 1   # the "explain why" part of a checked exercise, graded by hand
@@ -35,8 +39,8 @@ _WRITTEN = re.compile(r"\bwhy\b|\bwhat does\b|\bwhat happens\b|\bexplain\b|\bwha
 @dataclass(frozen=True)
 class Exercise:
     label: str
-    chapter: str        # the notebook's stem, e.g. "07_cost_of_attention"
-    chapter_title: str
+    chapter: str        # the stem of the notebook it is in, e.g. "07_cost_of_attention", "10_5_summary_and_exercises"
+    chapter_title: str  # the title of its chapter (of the chapter page, for a section page)
     title: str
     text: str           # the exercise's statement, markdown
     solution: str       # the solution's body, markdown with code blocks
@@ -85,16 +89,13 @@ def numbers(exercise: Exercise, bank: tasks.Bank) -> str:
 
 
 def chapter_paths() -> list[pathlib.Path]:
-    return sorted(CHAPTERS.glob("[0-9][0-9]_*.ipynb"))
+    """Every chapter and section page, as _toc.yml lists them."""
+    return book_pages.notebooks()
 
 
-def _title(notebook: dict) -> str:
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "markdown":
-            heading = re.search(r"^# (.+)$", "".join(cell["source"]), re.M)
-            if heading:
-                return heading.group(1).strip()
-    raise ValueError("a chapter should open with a '# Title' heading")
+def _chapter_title(path: pathlib.Path) -> str:
+    [page] = [page for page in book_pages.chapter_pages() if page.path == path.resolve()]
+    return book_pages.chapter_title(page)
 
 
 def chapter_exercises(path: pathlib.Path) -> list[Exercise]:
@@ -105,7 +106,7 @@ def chapter_exercises(path: pathlib.Path) -> list[Exercise]:
     found = []
     for match in _EXERCISE.finditer(markdown):
         label = re.search(r"^:label:\s*(\S+)", match.group("body"), re.M).group(1)
-        found.append(Exercise(label, path.stem, _title(notebook), match.group("title").strip(),
+        found.append(Exercise(label, path.stem, _chapter_title(path), match.group("title").strip(),
                               _OPTION.sub("", match.group("body")).strip(), solutions.get(label, "")))
     return found
 
@@ -131,9 +132,12 @@ def markdown_table(bank: tasks.Bank) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
+    # a section page is linked by its chapter's title ("Summary and exercises" would not say which)
+    titles = {e.label: e.chapter_title for e in all_exercises()}
     lines = ["| Label | Chapter | What the answer is | Auto | By hand | Numbers |", "|---|---|---|---|---|---|"]
     for label, chapter, checks, auto, manual, kind in rows(bank):
-        lines.append(f"| `{label}` | {{doc}}`chapters/{chapter}` | {cell(checks)} | {auto} | {manual} | {kind} |")
+        lines.append(f"| `{label}` | {{doc}}`{titles[label]} <chapters/{chapter}>` | {cell(checks)} | {auto} | {manual} "
+                     f"| {kind} |")
     return "\n".join(lines)
 
 

@@ -46,9 +46,10 @@ class Table:
     prints the same digits); a column whose cells all read as numbers is right-aligned.
     """
 
-    def __init__(self, columns: list[str], rows: list[list[str]]):
+    def __init__(self, columns: list[str], rows: list[list[str]], caption: str | None = None):
         if any(len(row) != len(columns) for row in rows):
             raise ValueError(f"every row must have {len(columns)} cells, one per column")
+        self.caption = caption  # what the table shows, above it
         self.columns = [str(c) for c in columns]
         self.rows = [[str(cell) for cell in row] for row in rows]
         self.numeric = [all(_reads_as_a_number(row[i]) for row in self.rows) and bool(self.rows)
@@ -56,7 +57,7 @@ class Table:
 
     def __repr__(self) -> str:
         widths = [max(len(cell) for cell in column) for column in zip(self.columns, *self.rows)]
-        lines = []
+        lines = [self.caption] if self.caption else []
         for cells in (self.columns, *self.rows):
             lines.append("  ".join(cell.rjust(w) if right else cell.ljust(w)
                                    for cell, w, right in zip(cells, widths, self.numeric)).rstrip())
@@ -67,7 +68,8 @@ class Table:
             return "".join(f'<{tag} style="text-align: {"right" if right else "left"}">{html.escape(v)}</{tag}>'
                            for v, right in zip(values, self.numeric))
         body = "".join(f"<tr>{cells('td', row)}</tr>" for row in self.rows)
-        return (f'<table class="dataframe stored-results"><thead><tr>{cells("th", self.columns)}</tr></thead>'
+        caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
+        return (f'<table class="dataframe stored-results">{caption}<thead><tr>{cells("th", self.columns)}</tr></thead>'
                 f"<tbody>{body}</tbody></table>")
 
 

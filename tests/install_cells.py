@@ -10,8 +10,12 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import book_pages  # noqa: E402
+
 TAG = "remove-cell"
 
 
@@ -45,7 +49,8 @@ def install_cell_source(url: str, branch: str) -> str:
 
 
 def chapter_paths() -> list[pathlib.Path]:
-    return sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+    """Every chapter and section page of _toc.yml: each opens with the install cell."""
+    return book_pages.notebooks()
 
 
 def first_code_cell(notebook: dict) -> dict:

@@ -1,5 +1,7 @@
 """The book builds with warnings as errors, and the HTML has what a reader needs."""
+import functools
 import html as html_module
+import http.server
 import json
 import pathlib
 import re
@@ -7,18 +9,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from collections import Counter
 
 import pytest
-import yaml
+
+import book_pages
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [chapter["file"] for part in toc["parts"] for chapter in part["chapters"]]
+    """Every page of _toc.yml, chapters' section pages included, in reading order."""
+    return [page.file for page in book_pages.toc_pages()]
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +34,14 @@ def test_every_chapter_in_the_toc_exists_and_every_chapter_is_in_the_toc():
     listed = {f for f in toc_files() if f.startswith("chapters/")}
     on_disk = {f"chapters/{p.stem}" for p in (ROOT / "chapters").glob("[0-9][0-9]_*.ipynb")}
     assert listed == on_disk
+
+
+def test_no_chapter_stores_widget_state():
+    """Stored widget state makes the book load require.js and a widget manager from CDNs
+    for widgets that need a kernel; a widget's page shows a static figure instead."""
+    stored = [path.name for path in book_pages.notebooks()
+              if "widgets" in json.loads(path.read_text())["metadata"]]
+    assert not stored, f"widget state in {stored}: re-execute with tests/execute_chapters.py"
 
 
 @pytest.mark.book
@@ -171,6 +183,19 @@ def test_mathjax_ships_with_the_book_and_no_page_loads_it_from_a_cdn(html):
     assert with_math >= 2
 
 
+@pytest.mark.book
+def test_no_page_loads_a_script_or_stylesheet_from_another_host(html):
+    """Every script and stylesheet a page loads ships with the book (the widget manager and
+    require.js that stored widget state brought in from CDNs were the last ones)."""
+    remote = {}
+    for page in sorted(html.rglob("*.html")):
+        found = re.findall(r'<script[^>]*\bsrc="(https?://[^"]*)"|<link[^>]*rel="stylesheet"[^>]*href="(https?://[^"]*)"',
+                           page.read_text())
+        if found:
+            remote[str(page.relative_to(html))] = [a or b for a, b in found]
+    assert not remote, f"pages that load from another host: {remote}"
+
+
 # ---------------------------------------------------------------------------
 # The book in a real browser: headless Chromium renders every page at a desktop
 # width and at a phone's, exactly as built (MathJax from _static/), and a probe
@@ -289,6 +314,7 @@ PROBE = r"""
       scriptErrors: window.__scriptErrors || [],
       mathErrors: mathErrors,
       mathjax: !!(window.MathJax && MathJax.startup && MathJax.startup.document),
+      height: document.documentElement.scrollHeight,  // every toggle open
       // what the page loaded or asked for, MathJax's own later requests included
       resources: [...document.querySelectorAll("script[src], link[rel=stylesheet][href]")].map(e => e.src || e.href),
     };
@@ -536,3 +562,48 @@ def test_no_display_equation_scrolls_sideways_on_a_phone(rendered):
     wide = {name: items for name, items in wide.items() if items}
     assert not wide, f"At {PHONE} px these display equations are wider than their column:\n" + "\n".join(
         f"  {name}:\n{describe(items)}" for name, items in wide.items())
+
+
+# With every toggle and dropdown open, at 1400 px. Chapter 10 was one page of 48,600 px
+# before it was split into section pages; the longest page after it is under 27,000 px.
+LONGEST_PAGE = 30_000
+
+
+@pytest.mark.book
+@needs_chromium
+def test_no_page_is_a_wall(rendered):
+    """No page is longer than LONGEST_PAGE px at 1400 px with everything open: a chapter
+    that grows past it is split into section pages (the toc's ``sections:``)."""
+    long = {name: report["height"] for (name, width), (_, report) in rendered.items()
+            if width == DESKTOP and report["height"] > LONGEST_PAGE}
+    assert not long, f"pages over {LONGEST_PAGE:,} px at {DESKTOP} px: " + ", ".join(
+        f"{name} {height:,} px" for name, height in long.items())
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # one line per request would bury a failure's report
+        pass
+
+
+@pytest.mark.book
+@needs_chromium
+def test_search_results_quote_plain_text(html, tmp_path):
+    """A search's results quote each page in words: no TeX source ("\\sqrt{d_k}") and none of the
+    article header's buttons or the print-only contents (".pdf", "Contents"). The pages are
+    served over HTTP, as published: Sphinx's search fetches them, which a file:// page cannot."""
+    handler = functools.partial(QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=30000", "--dump-dom",
+             f"http://127.0.0.1:{server.server_address[1]}/search.html?q=saturation"],
+            capture_output=True, text=True, timeout=180)
+    finally:
+        server.shutdown()
+    quotes = [html_module.unescape(re.sub(r"<[^>]+>", "", quote))
+              for quote in re.findall(r'<p class="context">(.*?)</p>', result.stdout, flags=re.S)]
+    assert len(quotes) >= 5, f"the search found {len(quotes)} pages with quotes: {result.stderr[-1000:]}"
+    raw = [q for q in quotes if re.search(r"\\[()\[\]]|\\[a-zA-Z]+", q) or "Contents" in q or ".pdf" in q]
+    assert not raw, "quotes with TeX or header text:\n" + "\n".join(q[:200] for q in raw)

@@ -21,6 +21,7 @@ from IPython.core.formatters import DisplayFormatter
 from attnlib import exercises
 from attnlib.heads import MultiHeadAttention
 
+import book_pages
 from book_answers import answered_labels, book_answer
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -207,7 +208,7 @@ def test_check_cells_follow_their_own_exercise():
 
 
 def test_student_edition_speaks_to_the_student():
-    for path in sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb")):
+    for path in book_pages.notebooks():
         cells = exercises.student_notebook(json.loads(path.read_text()))["cells"]
         text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
         assert "student-edition" not in text and "in its solution" not in text, path.name

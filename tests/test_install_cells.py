@@ -8,7 +8,7 @@ from install_cells import TAG, chapter_paths, first_code_cell, install_cell_sour
 
 
 def test_there_are_chapters():
-    assert chapter_paths(), "no chapters/NN_*.ipynb found"
+    assert chapter_paths(), "_toc.yml lists no notebook under chapters/"
 
 
 @pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)

@@ -59,6 +59,14 @@ def test_a_table_prints_aligned_text_and_renders_as_html():
     assert '<td style="text-align: left">64x16</td>' in html
 
 
+def test_a_table_caption_heads_the_text_and_the_html():
+    from attnlib.printing import Table
+
+    table = Table(["n", "ratio"], [["1024", "1.29"]], caption="fused / flash, bf16 & fp16")
+    assert repr(table).splitlines() == ["fused / flash, bf16 & fp16", "   n  ratio", "1024   1.29"]
+    assert "<caption>fused / flash, bf16 &amp; fp16</caption><thead>" in table._repr_html_()
+
+
 def test_a_table_refuses_a_row_of_the_wrong_length():
     from attnlib.printing import Table
 

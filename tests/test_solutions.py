@@ -13,8 +13,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import book_pages
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+CHAPTERS = book_pages.notebooks()  # every chapter and section page, as _toc.yml lists them
 SOLUTION = re.compile(r"^(`{3,}|:{3,})\{solution\}\s*(\S+).*?^\1[ \t]*$", re.M | re.S)
 PYTHON_BLOCK = re.compile(r"^```(?:python|ipython3?)\n(.*?)^```", re.M | re.S)
 # a solution that calls attnlib's Triton kernel (fused.attention, backend="fused")
