@@ -38,6 +38,8 @@ sys.path[:0] = [str(ROOT / "_ext")]
 
 from author_year_bibliography import plain, who  # noqa: E402  (the book's own "et al." rule)
 
+import book_pages  # noqa: E402  (the toc's one list of pages; tools/ is on the path)
+
 # --- where the book lives -------------------------------------------------------------------
 
 
@@ -65,27 +67,9 @@ def edition_branch(settings: dict | None = None) -> str:
     return (settings or config())["sphinx"]["config"]["jupyter_edition_branch"]
 
 
-def toc_pages(toc: dict | None = None) -> list[str]:
-    """Every page of ``_toc.yml`` in reading order, ``sections:`` included, without suffix."""
-    toc = toc or yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                pages.append(re.sub(r"\.(ipynb|md)$", "", entry["file"]))
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return pages
-
-
 def notebook_pages() -> list[str]:
-    """The toc's pages that are notebooks: the ones with a Colab button."""
-    return [page for page in toc_pages() if (ROOT / f"{page}.ipynb").is_file()]
+    """The toc's pages that are notebooks (the ones with a Colab button), in reading order."""
+    return [page.file for page in book_pages.toc_pages() if page.path.is_file()]
 
 
 # --- what the built book shows ----------------------------------------------------------------
