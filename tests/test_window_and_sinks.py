@@ -14,8 +14,8 @@ import attnlib
 from attnlib import dispatch
 from reference import max_error, randn
 
-WINDOW_BACKENDS = ["naive"]
-SINK_BACKENDS = ["naive"]
+WINDOW_BACKENDS = ["naive", "tiled"]
+SINK_BACKENDS = ["naive", "tiled"]
 
 
 def window_allowed(L, S, left, right, offset):
