@@ -211,8 +211,9 @@ class _Tiles:
                 scores.add_(tile.to(self.dtype))
                 scores.masked_fill_(tile == float("-inf"), float("-inf"))
         left, right = self.band
-        past_right = right is not None and j1 - 1 > i0 + self.offset + right  # the first row's band ends in the tile
-        before_left = left is not None and j0 < i1 - 1 + self.offset - left  # the last row's band starts in it
+        # the tile is cut where the first row's band ends or the last row's begins
+        past_right = right is not None and j1 - 1 > i0 + self.offset + right
+        before_left = left is not None and j0 < i1 - 1 + self.offset - left
         if past_right or before_left:
             position = torch.arange(i0, i1, device=scores.device).repeat(self.group)[:, None] + self.offset
             columns = torch.arange(j0, j1, device=scores.device)[None, :]
@@ -480,10 +481,9 @@ class TiledAttentionFunction(torch.autograd.Function):
         grad_query, grad_key, grad_value = _backward(
             tiles, output, lse, grad_output, grad_lse, *ctx.blocks
         )
-        sinks = ctx.problem.sinks
         grad_sinks = None
         if ctx.needs_input_grad[3]:
-            grad_sinks = sink_gradient(sinks, output, lse, grad_output, grad_lse)
+            grad_sinks = sink_gradient(ctx.problem.sinks, output, lse, grad_output, grad_lse)
         return (
             grad_query.reshape(query.shape).to(query.dtype),
             grad_key.reshape(key.shape).to(key.dtype),
@@ -515,7 +515,8 @@ def attention(
     """Tiled ``softmax(cap(scale * Q K^T) + mask) V`` with chosen block sizes.
 
     Same arguments and contract as :func:`attnlib.scaled_dot_product_attention`
-    (no dropout; ``softcap``, ``window`` and ``sinks`` as there). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
+    (no dropout; ``softcap``, ``window`` and ``sinks`` as there). Shapes
+    ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
     ``value (..., Hkv, S, Ev)`` -> output ``(..., Hq, L, Ev)``. With
     ``return_lse=True`` also returns ``lse (..., Hq, L)``,
     ``lse_i = log sum_j exp(s_ij)`` over allowed keys (plus ``exp(s_h)`` with

@@ -46,17 +46,20 @@ def test_torch_gets_the_pattern_of_the_window(width):
 
 
 def test_the_tile_count_of_a_window_as_wide_as_the_sequence_is_the_causal_triangle():
-    assert bench.tiles_visited(4096, 4096) == bench.tiles_visited(4096, None) == 8 * 9 // 2 * 2  # 16 x 8 grid
-    # W = 64: each query block of 256 rows reaches at most 256 + 63 keys back, 1 or 2 key blocks of 512
-    assert bench.tiles_visited(4096, 64) < 2 * 4096 // 256
+    # a 16 x 8 grid of 256 x 512 tiles: query block a reaches key block a // 2
+    assert bench.tiles_visited(4096, 4096, 256, 512) == bench.tiles_visited(4096, None, 256, 512) == 72
+    # W = 64: a query block starting on a key block's edge reaches back into the block before
+    assert bench.tiles_visited(4096, 64, 256, 512) == 1 + 7 * 2 + 8
+    assert bench.tiles_visited(4096, 64, 64, 64) == 1 + 63 * 2
 
 
 def test_a_tiny_run_writes_every_width_and_the_machine(tmp_path):
     output = tmp_path / "tiled_window.json"
     result = bench.main(["--seq-len", "48", "--windows", "4,16,S", "--heads", "2", "--head-dim", "8",
-                         "--rounds", "1", "--output", str(output)])
+                         "--rounds", "1", "--block-q", "5", "--block-k", "7", "--output", str(output)])
     stored = json.loads(output.read_text())
     assert stored == json.loads(json.dumps(result))
     assert [row["window"] for row in stored["rows"]] == [4, 16, 48]
+    assert (stored["block_q"], stored["block_k"]) == (5, 7)
     assert {"cpu", "torch", "date", "commit"} <= set(stored["machine"])
     assert all(row["tiled_seconds"] > 0 and row["torch_masked_seconds"] > 0 for row in stored["rows"])

@@ -523,9 +523,9 @@ def ring_attention(
     pair of chunks wholly outside the window is skipped, and the sinks join
     each row's denominator once. Each rank's ``sinks.grad`` is the share of
     its own rows; sum it over the ranks (as for any parameter every rank
-    holds) for the gradient of the whole sequence's loss. ``backend`` computes each block: ``"tiled"``, ``"fused"``
-    (CUDA), ``"naive"`` (the reference), or ``"auto"`` (fused where it
-    can run, else tiled). With ``return_lse=True`` also returns the shard's
+    holds) for the gradient of the whole sequence's loss. ``backend``
+    computes each block: ``"tiled"``, ``"fused"`` (CUDA), ``"naive"`` (the
+    reference), or ``"auto"`` (fused where it can run, else tiled). With ``return_lse=True`` also returns the shard's
     log-sum-exp ``(..., Hq, L/W)`` in the compute dtype. The partial results
     are merged in the compute dtype (float32 for fp16/bf16 inputs), each
     block's output rounded once to the input dtype by the local backend.
