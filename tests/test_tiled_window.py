@@ -229,3 +229,21 @@ def test_the_forward_and_backward_compute_only_the_visited_tiles(monkeypatch):
     assert len(loads) == len(touched) < (L // block_q) * math.ceil(S / block_k) / 3
     output.sum().backward()  # the backward's two sweeps each load every tile once more
     assert len(loads) == 3 * len(touched)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_with_window_and_sinks_as_accurate_as_naive(dtype):
+    (q, k, v), kwargs, _, _ = case(40, 50, window=(9, 0), causal=True, sinks=True,
+                                   alignment="bottom_right")
+    q, k, v = (x.to(dtype) for x in (q, k, v))
+    kwargs["sinks"] = kwargs["sinks"].to(dtype).requires_grad_()
+    output = tiled.attention(q, k, v, block_q=8, block_k=16, **kwargs)
+    (grad_sinks,) = torch.autograd.grad(output.float().sum(), kwargs["sinks"])
+    assert grad_sinks.dtype == dtype and torch.isfinite(grad_sinks).all()
+    naive = attnlib.scaled_dot_product_attention(q, k, v, backend="naive", **kwargs)
+    assert output.dtype == dtype
+    output, naive = output.detach(), naive.detach()
+    # float64 on the inputs rounded to dtype, as tests/reference.py's helper does
+    exact = attention_float64(q, k, v, allowed=window_allowed(40, 50, 9, 0, 10),
+                              sinks=kwargs["sinks"].detach())
+    assert max_error(output, exact) <= 2 * max_error(naive, exact) + 1e-6
