@@ -16,7 +16,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .attention import attention_weights, explain, scaled_dot_product_attention
 from .dispatch import BACKENDS, Dispatch, last_dispatch
 from .heads import MultiHeadAttention, kv_cache_bytes
-from .masks import additive_mask, causal_mask, padding_mask
+from .masks import additive_mask, causal_mask, padding_mask, window_mask
 
 __all__ = [
     "BACKENDS",
@@ -30,5 +30,6 @@ __all__ = [
     "last_dispatch",
     "padding_mask",
     "scaled_dot_product_attention",
+    "window_mask",
 ]
 __version__ = "0.1.0"

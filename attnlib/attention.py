@@ -19,6 +19,8 @@ def scaled_dot_product_attention(
     *,
     causal_alignment: str = "top_left",
     softcap: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
+    sinks: torch.Tensor | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
     r"""``softmax(scale * Q K^T + mask) V``, with torch's semantics (>= 2.5).
@@ -35,6 +37,17 @@ def scaled_dot_product_attention(
     - ``softcap`` (an extension of torch's signature, FlashAttention's name):
       a finite positive ``c`` turns the scores into ``c * tanh(scale * q.k / c)``
       before the mask is applied (logit soft-capping, as in Gemma 2); None: no cap.
+    - ``window=(left, right)``: a sliding window. Query ``i`` sits at key
+      position ``p = i`` (``top_left``) or ``p = i + S - L``
+      (``bottom_right``, the ``causal_alignment`` in force) and sees keys
+      ``p - left <= j <= p + right``; None leaves a side unbounded. It narrows
+      ``is_causal`` and ``attn_mask`` (their intersection is what is seen). It
+      is FlashAttention's ``window_size`` with None for -1; transformers'
+      ``sliding_window = W`` on a causal layer is ``window=(W - 1, 0)``.
+    - ``sinks``: ``(Hq,)`` logits in the query's dtype, one per query head
+      (attention sinks, as in gpt-oss): each joins every row's softmax
+      denominator as a score that carries no value, so the weights of a row
+      sum to less than 1. A row with no allowed key still gives 0.
     - ``enable_gqa``: ``Hq`` may be a multiple of ``Hkv``; query head ``h``
       uses key/value head ``h // (Hq // Hkv)``.
     - A query with no allowed key gets output 0 and gradient 0; what the
@@ -46,18 +59,18 @@ def scaled_dot_product_attention(
     """
     problem = check_problem(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
-        softcap,
+        softcap, window, sinks,
     )
     return dispatch.run(problem, backend)
 
 
 def explain(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-            enable_gqa=False, *, causal_alignment="top_left", softcap=None,
-            backend="auto") -> dispatch.Dispatch:
+            enable_gqa=False, *, causal_alignment="top_left", softcap=None, window=None,
+            sinks=None, backend="auto") -> dispatch.Dispatch:
     """Which backend ``scaled_dot_product_attention`` would run with these arguments, and why."""
     problem = check_problem(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
-        softcap,
+        softcap, window, sinks,
     )
     return dispatch.choose(problem, backend)
 
@@ -72,15 +85,19 @@ def attention_weights(
     *,
     causal_alignment: str = "top_left",
     softcap: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The weight matrix ``A = softmax(cap(scale * Q K^T) + mask)``, shape ``(..., Hq, L, S)``.
 
-    Same masking rules and ``softcap`` as :func:`scaled_dot_product_attention`
-    (rows with no allowed key are all 0); no dropout. Returned in the input dtype.
+    Same masking rules, ``softcap``, ``window`` and ``sinks`` as
+    :func:`scaled_dot_product_attention` (rows with no allowed key are all 0;
+    with sinks a row sums to 1 minus its sink's share); no dropout. Returned
+    in the input dtype.
     """
     no_values = key[..., :0]
     problem = check_problem(
         query, key, no_values, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment,
-        softcap,
+        softcap, window, sinks,
     )
     return naive.weights(problem).to(query.dtype)

@@ -8,8 +8,8 @@ takes the first that accepts; a backend may also define
 leaves small problems to naive). A named backend that cannot take the call
 raises with its reason instead of quietly running another path.
 
-Keywords added to the contract after a backend was written (``softcap``)
-are opt-in: a backend takes a call that uses one only if its module
+Keywords added to the contract after a backend was written (``softcap``,
+``window``, ``sinks``) are opt-in: a backend takes a call that uses one only if its module
 declares the flag named in ``OPT_IN_FEATURES`` (e.g.
 ``SUPPORTS_SOFTCAP = True``), so that no path ignores a keyword it has
 never heard of.
@@ -26,6 +26,8 @@ AUTO_ORDER = (fused.NAME, tiled.NAME, naive.NAME)
 #: keyword -> (the module flag a backend declares to take it, whether a call uses it)
 OPT_IN_FEATURES = {
     "softcap": ("SUPPORTS_SOFTCAP", lambda problem: problem.softcap is not None),
+    "window": ("SUPPORTS_WINDOW", lambda problem: problem.window is not None),
+    "sinks": ("SUPPORTS_SINKS", lambda problem: problem.sinks is not None),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .problem import CAUSAL_ALIGNMENTS, AttentionProblem
+from .problem import CAUSAL_ALIGNMENTS, AttentionProblem, check_window
 
 
 def causal_mask(
@@ -29,6 +29,35 @@ def causal_mask(
     rows = torch.arange(query_len, device=device)[:, None]
     cols = torch.arange(key_len, device=device)[None, :]
     return cols <= rows + offset
+
+
+def window_mask(
+    query_len: int,
+    key_len: int,
+    window: tuple[int | None, int | None],
+    alignment: str = "top_left",
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Bool ``(L, S)`` mask of a sliding window, True where query ``i`` may see key ``j``.
+
+    With ``window = (left, right)`` query ``i``, placed at key position
+    ``p = i`` (``top_left``) or ``p = i + S - L`` (``bottom_right``), sees the
+    keys ``p - left <= j <= p + right``; None on a side leaves it unbounded.
+    FlashAttention's ``window_size=(left, right)`` is the same rule with -1 for
+    None (and bottom-right alignment); a transformers ``sliding_window = W`` on
+    a causal layer is ``window=(W - 1, 0)``.
+    """
+    left, right = check_window(window, is_causal=False)
+    causal = causal_mask(query_len, key_len, alignment, device)  # checks lengths and alignment
+    offset = key_len - query_len if alignment == "bottom_right" else 0
+    position = torch.arange(query_len, device=device)[:, None] + offset
+    cols = torch.arange(key_len, device=device)[None, :]
+    allowed = torch.ones_like(causal)
+    if left is not None:
+        allowed &= cols >= position - left
+    if right is not None:
+        allowed &= cols <= position + right
+    return allowed
 
 
 def padding_mask(lengths: torch.Tensor, key_len: int) -> torch.Tensor:
@@ -70,21 +99,26 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype = torch.float32) -> 
 def allowed_positions(problem: AttentionProblem) -> torch.Tensor | None:
     """Bool mask of at least 2 dims, broadcastable to ``(..., Hq, L, S)``; None when all is allowed.
 
-    Combines the causal pattern, a bool ``attn_mask`` and the ``-inf``
-    entries of a float ``attn_mask``.
+    Combines the causal pattern, the sliding window, a bool ``attn_mask`` and
+    the ``-inf`` entries of a float ``attn_mask``.
     """
+    shape = (problem.query_len, problem.key_len, problem.causal_alignment, problem.query.device)
+    patterns = []
     if problem.is_causal:
-        return causal_mask(
-            problem.query_len, problem.key_len, problem.causal_alignment, problem.query.device
-        )
+        patterns.append(causal_mask(*shape))
+    if problem.window is not None:
+        patterns.append(window_mask(shape[0], shape[1], problem.window, *shape[2:]))
     mask = problem.attn_mask
-    if mask is None:
+    if mask is not None:
+        if mask.ndim == 1:  # a mask over keys alone: give it its query axis
+            mask = mask.unsqueeze(0)
+        patterns.append(mask if mask.dtype == torch.bool else mask != float("-inf"))
+    if not patterns:
         return None
-    if mask.ndim == 1:  # a mask over keys alone: give it its query axis
-        mask = mask.unsqueeze(0)
-    if mask.dtype == torch.bool:
-        return mask
-    return mask != float("-inf")
+    allowed = patterns[0]
+    for pattern in patterns[1:]:
+        allowed = allowed & pattern
+    return allowed
 
 
 def score_bias(problem: AttentionProblem) -> torch.Tensor | None:

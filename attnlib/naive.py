@@ -3,7 +3,9 @@
     1. scores   S = Q K^T                    (..., Hq, L, S)
     2. scale    S = S * scale  (+ mask)      scale = 1/sqrt(E) by default;
                 with ``softcap`` c:  S = c * tanh(S * scale / c), then the mask
-    3. softmax  A = softmax(S) row by row    rows sum to 1 (or are all 0)
+    3. softmax  A = softmax(S) row by row    rows sum to 1 (or are all 0);
+                with ``sinks``, each head's sink logit joins every row's
+                denominator and the row sums to 1 minus the sink's share
     4. mix      O = A V                      (..., Hq, L, Ev)
 
 It materialises the whole ``L x S`` weight matrix, runs on any device and
@@ -19,6 +21,8 @@ from .problem import AttentionProblem
 
 NAME = "naive"
 SUPPORTS_SOFTCAP = True
+SUPPORTS_WINDOW = True
+SUPPORTS_SINKS = True
 
 
 def unsupported_reason(problem: AttentionProblem) -> str | None:
@@ -71,18 +75,32 @@ def masked_scaled_scores(problem: AttentionProblem, allowed: torch.Tensor | None
     return scores
 
 
-def stable_softmax(scores: torch.Tensor) -> torch.Tensor:
+def sink_logits(problem: AttentionProblem) -> torch.Tensor | None:
+    """The ``sinks`` in the compute dtype, shaped to broadcast against ``(..., Hq, L, S)`` scores."""
+    if problem.sinks is None:
+        return None
+    heads_axis = (-1, 1, 1) if problem.query.ndim >= 3 else (1, 1)
+    return problem.sinks.to(problem.compute_dtype).reshape(heads_axis)
+
+
+def stable_softmax(scores: torch.Tensor, sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Step 3: row-wise softmax that subtracts the row maximum first.
 
-    A row with no finite score (every key masked, or no keys at all) gets
-    weights 0 instead of ``0/0 = NaN``, and so does its gradient.
+    ``sinks`` (broadcastable to ``scores[..., :1]``) are extra logits in each
+    row's denominator with no weight of their own returned ("softmax plus one"
+    for a sink of 0). A row with no finite score (every key masked, or no keys
+    at all) gets weights 0 instead of ``0/0 = NaN``, and so does its gradient.
     """
     if scores.shape[-1] == 0:
         return scores
     row_max = scores.amax(dim=-1, keepdim=True)
+    if sinks is not None:
+        row_max = torch.maximum(row_max, sinks.expand_as(row_max))
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
     exps = torch.exp(scores - row_max)
     total = exps.sum(dim=-1, keepdim=True)
+    if sinks is not None:
+        total = total + torch.exp(sinks - row_max)
     return exps / torch.where(total > 0, total, torch.ones_like(total))
 
 
@@ -96,13 +114,13 @@ def _dropout(weights: torch.Tensor, p: float) -> torch.Tensor:
 
 def weights(problem: AttentionProblem) -> torch.Tensor:
     """The attention weight matrix ``A`` in the compute dtype, without dropout."""
-    return stable_softmax(masked_scaled_scores(problem, allowed_positions(problem)))
+    return stable_softmax(masked_scaled_scores(problem, allowed_positions(problem)), sink_logits(problem))
 
 
 def forward(problem: AttentionProblem) -> torch.Tensor:
     """Step 4: ``O = dropout(A) V``, returned in the input dtype."""
     allowed = allowed_positions(problem)
-    attention = stable_softmax(masked_scaled_scores(problem, allowed))
+    attention = stable_softmax(masked_scaled_scores(problem, allowed), sink_logits(problem))
     value = _expand_kv_heads(problem.value.to(problem.compute_dtype), problem.group_size)
     output = _dropout(attention, problem.dropout_p) @ _hide_unseen(value, allowed)
     return output.to(problem.query.dtype)

@@ -40,6 +40,12 @@ class AttentionProblem:
     causal_alignment: str
     #: ``c`` in ``c * tanh(scale * q.k / c)``, applied before the mask; None: no cap.
     softcap: float | None = None
+    #: ``(left, right)``: query ``i`` sees key ``j`` iff ``p - left <= j <= p + right`` with
+    #: ``p = i + causal_offset``; None on a side: unbounded; None: no window.
+    window: tuple[int | None, int | None] | None = None
+    #: ``(Hq,)`` logits, one per query head, that join each row's softmax denominator
+    #: and carry no value; None: no sinks.
+    sinks: torch.Tensor | None = None
 
     @property
     def query_len(self) -> int:
@@ -156,6 +162,56 @@ def _check_softcap(softcap) -> float | None:
     return float(softcap)
 
 
+def check_window(window, is_causal: bool) -> tuple[int | None, int | None] | None:
+    if window is None:
+        return None
+    if not isinstance(window, tuple) or len(window) != 2:
+        raise TypeError(
+            "window must be None or a tuple (left, right) of non-negative ints or None, "
+            f"got {_describe(window)}"
+        )
+    for side, reach in zip(("left", "right"), window):
+        if reach is None:
+            continue
+        if isinstance(reach, bool) or not isinstance(reach, numbers.Integral):
+            raise TypeError(
+                f"window's {side} reach must be a non-negative int or None, got {_describe(reach)}"
+            )
+        if reach < 0:
+            raise ValueError(
+                f"window's {side} reach must be a non-negative int or None (unbounded), got {reach}"
+            )
+    left, right = (None if reach is None else int(reach) for reach in window)
+    if left is None and right is None:
+        raise ValueError("window=(None, None) bounds nothing; pass window=None for no window")
+    if is_causal and right is not None and right > 0:
+        raise ValueError(
+            f"window=({left}, {right}) reaches {right} keys to the right, which is_causal=True "
+            "forbids; pass a right reach of 0 or None with is_causal"
+        )
+    return left, right
+
+
+def _check_sinks(sinks, query: torch.Tensor) -> torch.Tensor | None:
+    if sinks is None:
+        return None
+    if not isinstance(sinks, torch.Tensor):
+        raise TypeError(f"sinks must be a torch.Tensor or None, got {_describe(sinks)}")
+    heads = query.shape[-3] if query.ndim >= 3 else 1
+    if sinks.dtype != query.dtype:
+        raise TypeError(f"sinks must have the query's dtype {query.dtype}, got {sinks.dtype}")
+    if sinks.shape != (heads,):
+        raise ValueError(
+            f"sinks must have shape (Hq,) = ({heads},), one logit per query head, "
+            f"got shape {tuple(sinks.shape)}"
+        )
+    if sinks.device != query.device:
+        raise ValueError(f"sinks must be on the query's device {query.device}, got {sinks.device}")
+    if not bool(torch.isfinite(sinks).all()):
+        raise ValueError(f"sinks must be finite, got {sinks.tolist()}")
+    return sinks
+
+
 def check_problem(
     query,
     key,
@@ -167,6 +223,8 @@ def check_problem(
     enable_gqa=False,
     causal_alignment="top_left",
     softcap=None,
+    window=None,
+    sinks=None,
 ) -> AttentionProblem:
     """Check one call against the contract and return it as a problem."""
     for name, x in (("query", query), ("key", key), ("value", value)):
@@ -249,4 +307,6 @@ def check_problem(
         enable_gqa=enable_gqa,
         causal_alignment=causal_alignment,
         softcap=_check_softcap(softcap),
+        window=check_window(window, is_causal),
+        sinks=_check_sinks(sinks, query),
     )

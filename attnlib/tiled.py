@@ -21,6 +21,16 @@ not store ``L x S`` either. With logit soft-capping a tile's scores are
 score gradients by the cap's slope ``1 - tanh^2(s / c)``. The fused Triton kernel follows these steps one
 by one.
 
+A sliding window (``window=(left, right)``) and the causal mask are one band
+of allowed keys around each query's position: whole key blocks outside every
+row's band are never loaded, in either pass, so the work grows with ``L * W``
+rather than ``L * S``; tiles the band's edge crosses are masked. A sink
+(``sinks=``, one logit ``s`` per query head) is a key of score ``s`` and value
+0 that every row sees: the running state starts as if it had been read,
+``m = s, l = 1, acc = 0``, so the lse includes it, and its gradient
+``dL/ds = -sum_i p_sink(i) D_i`` with ``p_sink = exp(s - lse)`` needs only the
+saved ``lse`` and the rows' ``D`` (see :func:`sink_gradient`).
+
 Grouped-query attention never copies keys or values per query head: the
 ``G = Hq / Hkv`` query heads that share a key/value head are stacked as
 extra rows of one matrix, ``(Hkv, G*block_q, E)``, which multiplies that
@@ -34,10 +44,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from .masks import window_mask
 from .problem import AttentionProblem, check_problem
 
 NAME = "tiled"
 SUPPORTS_SOFTCAP = True
+SUPPORTS_WINDOW = True
+SUPPORTS_SINKS = True
 #: Query rows per tile (per query head). With ``DEFAULT_BLOCK_K`` this pair
 #: is within a few percent of the fastest on a 2-core CPU in
 #: ``benchmarks/tiled_block_sizes.py``, with a smaller tile than the larger
@@ -105,9 +118,13 @@ class _Tiles:
         self.key = key.reshape(self.rows, *key.shape[-2:])
         self.value = value.reshape(self.rows, *value.shape[-2:])
         self.query_len, self.key_len = query.shape[-2], key.shape[-2]
-        self.causal = problem.is_causal
         self.offset = problem.causal_offset
+        self.band = _band(problem)
         self.softcap = problem.softcap
+        self.sinks = None  # (N, G, 1, 1): the sink of each query head of a group
+        if problem.sinks is not None:
+            self.sinks = problem.sinks.to(self.dtype).reshape(kv_heads, self.group, 1, 1).repeat(
+                self.rows // kv_heads, 1, 1, 1)
         mask = problem.attn_mask
         self.mask = None  # (*batch, Hkv, G, L, S), a broadcast view
         self.key_seen = None  # (N, S, 1) bool: may some query of the group see key j?
@@ -116,10 +133,14 @@ class _Tiles:
             self.mask = mask.expand(full).unflatten(-3, (kv_heads, self.group))
             allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
             allowed = allowed[(None,) * (len(full) - allowed.ndim)]  # a (S,) mask has no query axis yet
+            if problem.window is not None and allowed.shape[-2] > 1:
+                # a key the mask shows one query and the window another is seen by none
+                allowed = allowed & window_mask(self.query_len, self.key_len, problem.window,
+                                                problem.causal_alignment, allowed.device)
             seen = allowed.any(dim=-2, keepdim=True).expand(*full[:-2], 1, self.key_len)
             seen = seen.unflatten(-3, (kv_heads, self.group)).any(dim=-3)
             self.key_seen = seen.reshape(self.rows, self.key_len, 1)
-        # With a causal mask no key block past the last query's diagonal is ever loaded (key_blocks).
+        # No key block outside every row's band (causal, window) is ever loaded (key_blocks).
 
     def query_block(self, i0: int, i1: int) -> torch.Tensor:
         """``scale * Q`` rows ``i0:i1`` of every head of a group, stacked: ``(N, G*bq, E)``."""
@@ -139,28 +160,40 @@ class _Tiles:
     def key_blocks(self, i0: int, i1: int, block_k: int):
         """Start and end of each key block that query rows ``i0:i1`` may see.
 
-        With a causal mask, blocks entirely right of the diagonal are skipped:
-        their weights are all 0, so they would change nothing. The last row,
-        ``i1 - 1``, sees keys up to ``i1 - 1 + offset``.
+        Blocks of the grid ``0, block_k, 2 block_k, ...`` that lie wholly
+        outside the rows' band are skipped: their weights are all 0, so they
+        would change nothing. The last block ends at the last key the rows
+        reach (:meth:`keys_seen`).
         """
-        stop = self.keys_reached(i1)
-        for j0 in range(0, stop, block_k):
+        first, stop = self.keys_seen(i0, i1)
+        if first >= stop:  # no row of the block sees any key
+            return
+        for j0 in range(first - first % block_k, stop, block_k):
             yield j0, min(j0 + block_k, stop)
 
-    def keys_reached(self, i1: int) -> int:
-        """How many keys (from the first) query rows before ``i1`` may see: all, unless causal."""
-        return min(self.key_len, max(0, i1 + self.offset)) if self.causal else self.key_len
+    def keys_seen(self, i0: int, i1: int) -> tuple[int, int]:
+        """``(first, stop)``: query rows ``i0:i1`` may see keys ``first <= j < stop`` only.
 
-    def query_blocks_seeing(self, j0: int, block_q: int):
-        """Start, end and keys reached of each query block whose rows may see key ``j0``.
+        Row ``i`` sits at key position ``i + offset`` and its band reaches
+        ``left`` keys back and ``right`` keys ahead (None: to the end); the
+        rows' bands together cover one run of keys. Empty: ``first >= stop``.
+        """
+        left, right = self.band
+        first = 0 if left is None else min(self.key_len, max(0, i0 + self.offset - left))
+        stop = self.key_len if right is None else min(self.key_len, max(0, i1 + self.offset + right))
+        return first, stop
+
+    def query_blocks_seeing(self, j0: int, j1: int, block_q: int):
+        """Start and end of each query block that visits key block ``j0:j1``, and where its tile ends.
 
         The mirror of :meth:`key_blocks`: it visits the same tiles, from the
-        side of the key block.
+        side of the key block (``j0`` on the grid of ``block_k``).
         """
         for i0 in range(0, self.query_len, block_q):
             i1 = min(i0 + block_q, self.query_len)
-            if j0 < self.keys_reached(i1):
-                yield i0, i1, self.keys_reached(i1)
+            first, stop = self.keys_seen(i0, i1)
+            if first < j1 and j0 < stop:
+                yield i0, i1, min(j1, stop)
 
     def cap_scores(self, scores: torch.Tensor) -> torch.Tensor:
         """Soft-cap a tile of scores in place, ``s -> c * tanh(s / c)``; unchanged without a cap."""
@@ -177,17 +210,52 @@ class _Tiles:
             else:
                 scores.add_(tile.to(self.dtype))
                 scores.masked_fill_(tile == float("-inf"), float("-inf"))
-        elif self.causal and j1 - 1 > i0 + self.offset:  # the tile crosses the diagonal
-            position = torch.arange(i0, i1, device=scores.device).repeat(self.group)
-            columns = torch.arange(j0, j1, device=scores.device)
-            scores.masked_fill_(columns[None, :] > position[:, None] + self.offset, float("-inf"))
+        left, right = self.band
+        # the tile is cut where the first row's band ends or the last row's begins
+        past_right = right is not None and j1 - 1 > i0 + self.offset + right
+        before_left = left is not None and j0 < i1 - 1 + self.offset - left
+        if past_right or before_left:
+            position = torch.arange(i0, i1, device=scores.device).repeat(self.group)[:, None] + self.offset
+            columns = torch.arange(j0, j1, device=scores.device)[None, :]
+            outside = torch.zeros((), dtype=torch.bool, device=scores.device)
+            if past_right:
+                outside = outside | (columns > position + right)
+            if before_left:
+                outside = outside | (columns < position - left)
+            scores.masked_fill_(outside, float("-inf"))
         return scores
+
+    def starting_state(self, i0: int, i1: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Running maximum and sum ``(N, G*bq, 1)`` of rows ``i0:i1`` before any key is read.
+
+        ``m = -inf, l = 0``; with sinks, the state after reading the sink, a
+        key of score ``s`` and value 0: ``m = s, l = 1``.
+        """
+        shape = (self.rows, self.group * (i1 - i0), 1)
+        device = self.key.device
+        if self.sinks is None:
+            return (torch.full(shape, float("-inf"), dtype=self.dtype, device=device),
+                    torch.zeros(shape, dtype=self.dtype, device=device))
+        sinks = self.sinks.expand(-1, -1, i1 - i0, 1).reshape(shape)
+        return sinks, torch.ones(shape, dtype=self.dtype, device=device)
 
     def unstack(self, x: torch.Tensor, width: int | None) -> torch.Tensor:
         """``(N, G, L[, width])`` back to the caller's ``(..., Hq, L[, width])``."""
         tail = (self.query_len,) if width is None else (self.query_len, width)
         x = x.reshape(*self.batch_shape, self.query_heads, *tail)
         return x[0] if self.problem.query.ndim == 2 else x
+
+
+def _band(problem: AttentionProblem) -> tuple[int | None, int | None]:
+    """``(left, right)``: row ``i`` may see keys ``p - left <= j <= p + right``, ``p = i + offset``.
+
+    The intersection of the causal mask (``right = 0``) and the window;
+    None on a side: unbounded.
+    """
+    left, right = problem.window if problem.window is not None else (None, None)
+    if problem.is_causal:  # check_problem refuses a window reaching right of a causal diagonal
+        right = 0
+    return left, right
 
 
 def _zero_where_nothing_seen(m: torch.Tensor) -> torch.Tensor:
@@ -205,9 +273,8 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[
     dtype, device = tiles.dtype, tiles.key.device
     query = tiles.query_block(i0, i1)  # (N, G*bq, E), already times scale
     rows = query.shape[1]
-    # State per query row before any key: m = -inf, l = 0, acc = 0.
-    m = torch.full((n, rows, 1), float("-inf"), dtype=dtype, device=device)
-    l = torch.zeros((n, rows, 1), dtype=dtype, device=device)
+    # State per query row before any key: m = -inf, l = 0, acc = 0 (with a sink: m = s, l = 1).
+    m, l = tiles.starting_state(i0, i1)
     acc = torch.zeros((n, rows, value_dim), dtype=dtype, device=device)
     for j0, j1 in tiles.key_blocks(i0, i1, block_k):
         key, value = tiles.key_value_block(j0, j1)
@@ -220,7 +287,7 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[
         l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq. 8.3)
         acc = acc.mul_(correction).add_(weights @ value)  # (eq. 8.4)
         m = m_new
-    # (eq. 8.5): a row that saw no allowed key has l = 0 and acc = 0; it stays 0.
+    # (eq. 8.5): a row that saw no allowed key has acc = 0 (and l = 0, or 1 with a sink); it stays 0.
     output = acc / torch.where(l > 0, l, torch.ones_like(l))
     return output, m + torch.log(l)  # (eq. 8.6)
 
@@ -295,6 +362,27 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int, j1: i
     return key, weights, grad_scores
 
 
+def _row_terms(output, grad_output, grad_lse) -> torch.Tensor:
+    """``D = rowsum(dO * O) - dlse`` of every row, in the dtype of ``output`` (the compute dtype)."""
+    return (grad_output.to(output.dtype) * output).sum(dim=-1) - grad_lse.to(output.dtype)
+
+
+def sink_gradient(sinks, output, lse, grad_output, grad_lse) -> torch.Tensor:
+    """``dL/ds_h = -sum_i p_sink(i) D_i`` over the batch and the rows of head ``h``, shaped like ``sinks``.
+
+    ``output (..., Hq, L, Ev)`` and ``lse (..., Hq, L)`` are the forward
+    pass's, their lse including the sink; ``grad_output`` and ``grad_lse``
+    the gradients arriving at them. The sink takes the share
+    ``p_sink = exp(s - lse)`` of each row's softmax and carries no value, so
+    ``dL/ds = p_sink (0 - dO . O + dlse) = -p_sink D``.
+    """
+    heads = sinks.shape[0]
+    lse = lse.reshape(-1, heads, lse.shape[-1])
+    share = torch.exp(sinks.to(lse.dtype)[:, None] - lse)
+    row_terms = _row_terms(output, grad_output, grad_lse).reshape(lse.shape)
+    return -(share * row_terms).sum(dim=(0, 2)).to(sinks.dtype)
+
+
 def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, block_k: int):
     """Gradients ``dQ (N, G, L, E)``, ``dK (N, S, E)``, ``dV (N, S, Ev)`` from the saved ``lse``.
 
@@ -313,7 +401,7 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, b
     grad_value = torch.empty(tiles.value.shape, dtype=dtype, device=device)
     # A row with no allowed key has lse = -inf; +inf makes every weight exp(S - inf) = 0.
     lse = torch.where(lse == float("-inf"), float("inf"), lse)
-    row_term = (grad_output.to(dtype) * output).sum(dim=-1) - grad_lse.to(dtype)  # D, (N, G, L)
+    row_term = _row_terms(output, grad_output, grad_lse)  # D, (N, G, L)
 
     def rows_of(i0: int, i1: int) -> tuple:
         stacked = (n, -1, 1)
@@ -324,8 +412,7 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, b
         j1 = min(j0 + block_k, tiles.key_len)
         grad_key_block = torch.zeros((n, j1 - j0, tiles.key.shape[-1]), dtype=dtype, device=device)
         grad_value_block = torch.zeros((n, j1 - j0, tiles.value.shape[-1]), dtype=dtype, device=device)
-        for i0, i1, reached in tiles.query_blocks_seeing(j0, block_q):
-            end = min(j1, reached)  # the same tile as the forward pass: no key past the diagonal
+        for i0, i1, end in tiles.query_blocks_seeing(j0, j1, block_q):  # the forward pass's tiles
             rows = rows_of(i0, i1)
             _, weights, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, end)
             grad_value_block[:, : end - j0] += weights.mT @ rows[1]
@@ -369,13 +456,15 @@ def gradients_from_lse(problem: AttentionProblem, output, lse, grad_output, grad
 class TiledAttentionFunction(torch.autograd.Function):
     """Tiled attention as one autograd node that saves only ``O`` and ``lse``.
 
-    ``apply(query, key, value, problem, block_q, block_k)`` returns the
+    ``apply(query, key, value, sinks, problem, block_q, block_k)`` returns the
     output ``(..., Hq, L, Ev)`` in the input dtype and the log-sum-exp
     ``(..., Hq, L)`` in the compute dtype; both are differentiable.
+    ``sinks`` is ``problem.sinks`` (or None), an input of its own so that it
+    gets a gradient.
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, problem, block_q, block_k):
+    def forward(ctx, query, key, value, sinks, problem, block_q, block_k):
         tiles = _Tiles(problem, query, key, value)
         output, lse = _forward(tiles, block_q, block_k)
         ctx.save_for_backward(query, key, value, output, lse)
@@ -392,10 +481,14 @@ class TiledAttentionFunction(torch.autograd.Function):
         grad_query, grad_key, grad_value = _backward(
             tiles, output, lse, grad_output, grad_lse, *ctx.blocks
         )
+        grad_sinks = None
+        if ctx.needs_input_grad[3]:
+            grad_sinks = sink_gradient(ctx.problem.sinks, output, lse, grad_output, grad_lse)
         return (
             grad_query.reshape(query.shape).to(query.dtype),
             grad_key.reshape(key.shape).to(key.dtype),
             grad_value.reshape(value.shape).to(value.dtype),
+            grad_sinks,
             None,
             None,
             None,
@@ -413,6 +506,8 @@ def attention(
     *,
     causal_alignment: str = "top_left",
     softcap: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
+    sinks: torch.Tensor | None = None,
     block_q: int = DEFAULT_BLOCK_Q,
     block_k: int = DEFAULT_BLOCK_K,
     return_lse: bool = False,
@@ -420,30 +515,33 @@ def attention(
     """Tiled ``softmax(cap(scale * Q K^T) + mask) V`` with chosen block sizes.
 
     Same arguments and contract as :func:`attnlib.scaled_dot_product_attention`
-    (no dropout; ``softcap`` as there). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
+    (no dropout; ``softcap``, ``window`` and ``sinks`` as there). Shapes
+    ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
     ``value (..., Hkv, S, Ev)`` -> output ``(..., Hq, L, Ev)``. With
     ``return_lse=True`` also returns ``lse (..., Hq, L)``,
-    ``lse_i = log sum_j exp(s_ij)`` over allowed keys, in the compute dtype
-    (float32 for fp16/bf16), ``-inf`` for a row with no allowed key.
+    ``lse_i = log sum_j exp(s_ij)`` over allowed keys (plus ``exp(s_h)`` with
+    sinks), in the compute dtype (float32 for fp16/bf16), ``-inf`` for a row
+    with no allowed key and no sink.
     """
     block_q, block_k = _check_block("block_q", block_q), _check_block("block_k", block_k)
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
     problem = check_problem(
         query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment,
-        softcap,
+        softcap, window, sinks,
     )
     why_not = unsupported_reason(problem)
     if why_not is not None:
         raise ValueError(f"attn_mask: {why_not}")
-    output, lse = TiledAttentionFunction.apply(query, key, value, problem, block_q, block_k)
+    output, lse = TiledAttentionFunction.apply(query, key, value, problem.sinks, problem, block_q, block_k)
     return (output, lse) if return_lse else output
 
 
 def forward(problem: AttentionProblem) -> torch.Tensor:
     """The dispatcher's entry: the tiled output with the default block sizes."""
     output, _ = TiledAttentionFunction.apply(
-        problem.query, problem.key, problem.value, problem, DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K
+        problem.query, problem.key, problem.value, problem.sinks, problem, DEFAULT_BLOCK_Q,
+        DEFAULT_BLOCK_K,
     )
     return output
 

@@ -15,17 +15,21 @@ import torch.distributed as dist
 from attnlib.distributed import ring_attention, shard
 
 
-def plain_attention(q, k, v, allowed, scale):
+def plain_attention(q, k, v, allowed, scale, sinks=None):
     """``softmax(scale q k^T)`` over ``allowed`` keys, times ``v``; rows with no key give 0.
 
     ``q (B, Hq, L, E)``, ``k (B, Hkv, S, E)``, ``v (B, Hkv, S, Ev)``, ``allowed``
-    broadcastable to ``(B, Hq, L, S)``. Returns the output and the log-sum-exp.
+    broadcastable to ``(B, Hq, L, S)``; ``sinks (Hq,)``, one more score per row
+    with no value. Returns the output and the log-sum-exp.
     """
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     scores = (q @ k.transpose(-2, -1)) * scale
     scores = scores.masked_fill(~allowed, float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+    with_sink = scores
+    if sinks is not None:
+        with_sink = torch.cat([scores, sinks[:, None, None].expand(*scores.shape[:-1], 1)], dim=-1)
+    lse = torch.logsumexp(with_sink, dim=-1, keepdim=True)
     weights = torch.exp(scores - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse))
     return weights @ v, lse.squeeze(-1)
 
@@ -37,11 +41,24 @@ def key_padding(case, key_len):
 
 
 def allowed_keys(case, query_len, key_len):
-    """The (B, 1, L, S) bool pattern of ``case``: causal in its alignment, and key padding."""
+    """The (B, 1, L, S) bool pattern of ``case``: causal in its alignment, a window, and key padding.
+
+    The window ``(left, right)`` lets query ``i`` at ``p = i + offset`` see keys
+    ``p - left <= j <= p + right`` (None: unbounded), the offset that of
+    ``case["alignment"]`` (or of ``case["causal"]``).
+    """
     allowed = key_padding(case, key_len).expand(-1, -1, query_len, -1)
+    alignment = case.get("causal") or case.get("alignment", "top_left")
+    offset = key_len - query_len if alignment == "bottom_right" else 0
     if case.get("causal"):
-        offset = key_len - query_len if case["causal"] == "bottom_right" else 0
         allowed = allowed & torch.ones(query_len, key_len, dtype=torch.bool).tril(offset)
+    if case.get("window"):
+        left, right = case["window"]
+        distance = torch.arange(key_len)[None, :] - torch.arange(query_len)[:, None] - offset  # j - p
+        if left is not None:
+            allowed = allowed & (distance >= -left)
+        if right is not None:
+            allowed = allowed & (distance <= right)
     return allowed
 
 
@@ -78,13 +95,16 @@ def compare_cases(rank, world_size, cases):
         query_len, key_len = whole[0].shape[-2], whole[1].shape[-2]
         allowed = allowed_keys(case, query_len, key_len)
         scale = case.get("scale", whole[0].shape[-1] ** -0.5)
+        sink_values = case.get("sinks")
 
         def one_process(inputs):
             q, k, v = (x.detach().clone().requires_grad_() for x in inputs[:3])
-            output, lse = plain_attention(q, k, v, allowed, scale)
+            sinks = None if sink_values is None else torch.tensor(
+                sink_values, dtype=inputs[0].dtype, requires_grad=True)
+            output, lse = plain_attention(q, k, v, allowed, scale, sinks)
             loss = (output * inputs[3]).sum() + ((lse * inputs[4]).sum() if use_lse else 0)
             loss.backward()
-            return [output, lse, q.grad, k.grad, v.grad]
+            return [output, lse, q.grad, k.grad, v.grad] + ([] if sinks is None else [sinks.grad])
 
         reference = one_process([x.double() for x in whole])
         same_dtype = one_process(whole)
@@ -97,10 +117,13 @@ def compare_cases(rank, world_size, cases):
                 with torch.no_grad():
                     k.masked_fill_(hidden[:, None], float("nan"))
                     v.masked_fill_(hidden[:, None], float("nan"))
+        sinks = None if sink_values is None else torch.tensor(sink_values, dtype=dtype,
+                                                               requires_grad=True)
         output, lse = ring_attention(
             q, k, v, key_mask, is_causal=bool(case.get("causal")), scale=case.get("scale"),
             enable_gqa=q.shape[1] != k.shape[1],
-            causal_alignment=case.get("causal") or "top_left", sharding=sharding,
+            causal_alignment=case.get("causal") or case.get("alignment", "top_left"),
+            window=case.get("window"), sinks=sinks, sharding=sharding,
             backend=case.get("backend", "auto"), return_lse=True)
         grad_out = shard(whole[3], rank, world_size, sharding)
         grad_lse = shard(whole[4], rank, world_size, sharding, dim=-1)
@@ -110,8 +133,15 @@ def compare_cases(rank, world_size, cases):
         names = ["output", "lse", "dQ", "dK", "dV"]
         sequence_dims = [-2, -1, -2, -2, -2]
         row = {}
+        if sinks is not None:  # each rank holds its rows' share of the sinks' gradient
+            total = sinks.grad.clone()
+            dist.all_reduce(total)
+            ring.append(total)
+            names.append("dsinks")
+            sequence_dims.append(None)
         for name, got, want, single, dim in zip(names, ring, reference, same_dtype, sequence_dims):
-            want, single = (shard(x, rank, world_size, sharding, dim=dim) for x in (want, single))
+            if dim is not None:
+                want, single = (shard(x, rank, world_size, sharding, dim=dim) for x in (want, single))
             finite = torch.isfinite(want)  # lse is -inf, exactly, where a row sees no key
             row[name] = error(got[finite], want[finite])
             row[name + " one process"] = error(single[finite], want[finite])
@@ -134,6 +164,13 @@ def bad_calls(rank, world_size):
             *shards(), torch.zeros(1, 1, 1, 8) if rank == 1 else torch.ones(1, 1, 1, 8, dtype=bool)),
         "mask with a query axis": lambda: ring_attention(*shards(), torch.ones(1, 1, 8, 8, dtype=bool)),
         "different causal settings": lambda: ring_attention(*shards(), is_causal=rank == 0),
+        "different windows": lambda: ring_attention(*shards(), window=(2 + rank, 0)),
+        "different sinks": lambda: ring_attention(
+            *shards(), sinks=torch.tensor([0.0, float(rank)], dtype=torch.float64)),
+        "sinks of the wrong shape": lambda: ring_attention(
+            *shards(), sinks=torch.zeros(3, dtype=torch.float64)),
+        "a window right of the causal diagonal": lambda: ring_attention(
+            *shards(), is_causal=True, window=(2, 1)),
     }
     raised = {}
     for name, call in calls.items():

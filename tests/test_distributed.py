@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import ring_workers
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from attnlib.distributed.ring import _Ring, _visible_pairs
+from attnlib.problem import check_window
 from attnlib.distributed import (
     ring_attention,
     run_on_local_ring,
@@ -25,6 +25,9 @@ from attnlib.distributed import (
     time_model,
     unshard,
 )
+from test_window_and_sinks import window_allowed
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 TIMEOUT = 120.0
 
@@ -50,8 +53,21 @@ CASES = [
          seed=10),
     dict(dtype="float32", sharding="zigzag", causal="top_left", shape=(2, 4, 1, 32, 32, 8),
          seed=11, key_lengths=[32, 19], backend="tiled"),
+    # sliding windows (in positions of the whole sequence) and sinks
+    dict(dtype="float64", sharding="contiguous", causal="top_left", window=(3, 0),
+         shape=(1, 4, 2, 16, 16, 4), seed=12, lse=True),
+    dict(dtype="float64", sharding="zigzag", causal="bottom_right", window=(5, None),
+         shape=(2, 2, 1, 16, 24, 4), seed=13, key_lengths=[24, 13]),
+    dict(dtype="float64", sharding="zigzag", alignment="bottom_right", window=(2, 3),
+         shape=(2, 2, 2, 16, 24, 4), seed=14, sinks=[0.5, -1.0], lse=True),
+    dict(dtype="float64", sharding="contiguous", shape=(3, 2, 2, 16, 16, 4), seed=15,
+         key_lengths=[16, 5, 0], sinks=[1.0, 3.0], lse=True),
+    dict(dtype="float64", sharding="contiguous", window=(4, 1), shape=(1, 2, 2, 16, 16, 4), seed=16,
+         sinks=[0.0, 2.0], backend="naive"),
+    dict(dtype="float32", sharding="zigzag", causal="top_left", window=(6, 0),
+         shape=(1, 4, 2, 32, 32, 8), seed=17, sinks=[0.3, -0.2, 1.0, 2.0], backend="tiled"),
 ]
-QUANTITIES = ("output", "lse", "dQ", "dK", "dV")
+QUANTITIES = ("output", "lse", "dQ", "dK", "dV", "dsinks")
 
 
 # A control: the ring is not told about the padding, so its results must differ.
@@ -62,7 +78,7 @@ def check_report(world_size, report):
     for rank, rows in enumerate(report):
         for case, row in zip(CASES, rows):
             where = f"rank {rank} of {world_size}, case {case}"
-            for name in QUANTITIES:
+            for name in (name for name in QUANTITIES if name in row):
                 assert row[name + " matches -inf"], f"{name} is not -inf where it should be: {where}"
                 if case["dtype"] == "float64":
                     assert row[name] < 1e-10, f"{name} error {row[name]:.2e}: {where}"
@@ -90,6 +106,10 @@ def test_every_rank_rejects_a_bad_call_together():
         "float mask on one rank": ("TypeError", "attn_mask must be a bool key-padding mask"),
         "mask with a query axis": ("ValueError", "broadcastable to (..., Hq, 1, S_shard)"),
         "different causal settings": ("ValueError", "is_causal must be the same on every rank"),
+        "different windows": ("ValueError", "window must be the same on every rank"),
+        "different sinks": ("ValueError", "sinks must be the same on every rank"),
+        "sinks of the wrong shape": ("ValueError", "sinks must have shape (Hq,) = (2,)"),
+        "a window right of the causal diagonal": ("ValueError", "which is_causal=True forbids"),
     }
     for rank, raised in enumerate(report):
         for name, (kind, words) in expected.items():
@@ -99,7 +119,59 @@ def test_every_rank_rejects_a_bad_call_together():
         assert raised["then a good call"] == (1, 2, 8, 4)
     assert "rank 0 (1, 2, 8, 4), rank 1 (1, 2, 6, 4)" in report[0]["unequal shard shapes"][1]
     assert report[0]["float mask on one rank"][1].startswith("rank 1: ")
+    assert "rank 0 (2, 0), rank 1 (3, 0)" in report[0]["different windows"][1]
     assert time.monotonic() - started < TIMEOUT / 2, "rejecting took as long as a timeout"
+
+
+BANDS = [  # (L, S, is_causal, alignment, window)
+    (24, 24, True, "top_left", (3, 0)), (24, 24, False, "top_left", (2, 5)),
+    (24, 48, True, "bottom_right", (7, None)), (48, 24, False, "bottom_right", (0, 0)),
+    (24, 48, True, "bottom_right", None), (24, 48, False, "top_left", (None, 4)),
+    (24, 24, False, "top_left", None),
+]
+
+
+@pytest.mark.parametrize("sharding", ["contiguous", "zigzag"])
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+@pytest.mark.parametrize("L, S, causal, alignment, window", BANDS)
+def test_chunk_pairs_cover_the_band_once_without_dense_masks(sharding, world_size, L, S, causal,
+                                                              alignment, window):
+    """Each ring step's local calls, put back in whole-sequence positions, tile the allowed pattern.
+
+    No pair that sees nothing is visited, every allowed (i, j) is computed
+    exactly once, and no pair needs a mask: the local call's ``is_causal`` or
+    ``window`` says it all.
+    """
+    covered = torch.zeros(L, S, dtype=torch.int64)
+    for rank in range(world_size):
+        ring = _Ring(None, rank, world_size, sharding, 1.0, causal, alignment, False, "tiled", L, S,
+                     window)
+        for source in range(world_size):
+            for queries, keys, (mask, local_causal, local_alignment, local_window) in _visible_pairs(
+                    ring, source, None):
+                assert mask is None
+                check_window(local_window, local_causal)  # a window the local call accepts
+                offset = keys.length - queries.length if local_alignment == "bottom_right" else 0
+                local = torch.ones(queries.length, keys.length, dtype=torch.bool)
+                if local_causal:
+                    local &= window_allowed(queries.length, keys.length, None, 0, offset)
+                if local_window is not None:
+                    local &= window_allowed(queries.length, keys.length, *local_window, offset)
+                assert local.any(), "a pair that sees nothing was visited"
+                covered[queries.start:queries.start + queries.length,
+                        keys.start:keys.start + keys.length] += local
+    case = dict(shape=(1, 1, 1, L, S, 1), causal=alignment if causal else None, alignment=alignment,
+                window=window)
+    assert torch.equal(covered, ring_workers.allowed_keys(case, L, S)[0, 0].to(torch.int64))
+
+
+def test_a_narrow_window_skips_the_pairs_it_does_not_reach():
+    """Contiguous shards of 16 on 4 ranks, window of 4 keys: only the diagonal and the pair below it."""
+    visited = 0
+    for rank in range(4):
+        ring = _Ring(None, rank, 4, "contiguous", 1.0, True, "top_left", False, "tiled", 64, 64, (3, 0))
+        visited += sum(1 for source in range(4) for _ in _visible_pairs(ring, source, None))
+    assert visited == 4 + 3
 
 
 def test_uninitialised_process_group_is_named():

@@ -23,17 +23,25 @@ The backward pass sends the blocks around once more. Each rank recomputes
 its tiles against the visiting block with the final ``lse`` (the tiled
 backward, eq. 8.9), keeps ``dQ`` and adds ``dK`` and ``dV`` to an
 accumulator that travels with the block and arrives home after ``W`` steps.
+
+The causal mask and a sliding window are one band of allowed keys around
+each query's position. A pair of (query chunk, key chunk) wholly outside it
+is skipped; a pair it cuts is narrowed to the queries and keys that see
+something and handed to the local call as ``window=`` (or ``is_causal``), so
+no pair needs a dense mask of its own. Sinks join the result once, after the
+last block, as one more partial: output 0 and ``lse = s``.
 """
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-from .. import fused, naive, tiled
-from ..masks import allowed_positions, causal_mask
+from .. import dispatch, fused, naive, tiled
+from ..masks import allowed_positions
 from ..problem import FLOAT_DTYPES, check_problem
 from .sharding import Chunk, check_sharding, pieces_per_rank, shard_chunks, unshard
 
@@ -70,6 +78,7 @@ class _Ring:
     backend: str
     query_len: int  # of the whole sequence
     key_len: int
+    window: tuple[int | None, int | None] | None = None
 
     def chunks(self, length: int, rank: int) -> list[Chunk]:
         return shard_chunks(length, rank % self.world_size, self.world_size, self.sharding)
@@ -78,6 +87,15 @@ class _Ring:
     def causal_offset(self) -> int:
         """Query ``i`` may see key ``j`` iff ``j <= i + offset``, in positions of the whole sequence."""
         return self.key_len - self.query_len if self.causal_alignment == "bottom_right" else 0
+
+    @property
+    def band(self) -> tuple[int | None, int | None]:
+        """``(left, right)``: query ``i`` sees keys ``p - left <= j <= p + right``, ``p = i + offset``.
+
+        The intersection of the causal mask (``right = 0``) and the window; None: unbounded.
+        """
+        left, right = self.window if self.window is not None else (None, None)
+        return left, 0 if self.is_causal else right
 
 
 def _global_rank(group, rank: int) -> int:
@@ -126,42 +144,57 @@ def pass_around(tensors, group=None) -> _Exchange:
 
 # --- which keys of a visiting block a chunk of queries may see ---------------
 
-def _pair_mask(ring: _Ring, queries: Chunk, keys: Chunk, padding: torch.Tensor | None, device):
-    """How query chunk ``queries`` attends to key chunk ``keys``: ``None`` if it sees none of
-    them, else ``(attn_mask, is_causal, causal_alignment)`` for the local call.
+def _pair_call(ring: _Ring, queries: Chunk, keys: Chunk, mask: torch.Tensor | None):
+    """How query chunk ``queries`` attends to key chunk ``keys``: None if it sees none of them,
+    else the chunks narrowed to the queries that see some key and the keys some query sees,
+    and ``(attn_mask, is_causal, causal_alignment, window)`` for the local call on them.
 
     Query ``i`` of the chunk sees key ``j`` of the chunk iff
-    ``j <= i + delta`` with ``delta = queries.start + offset - keys.start``.
-    ``padding`` is the key-padding mask of the key chunk, ``(..., 1, keys.length)``.
+    ``lowest <= j - i <= highest``, the band shifted by
+    ``delta = queries.start + offset - keys.start``. Once narrowed, the band
+    always contains ``j - i = 0``, so it is a local window ``(left, right)``
+    in the top-left alignment, with ``left, right >= 0``. ``mask`` is the
+    visiting shard's key-padding mask ``(..., 1, S_shard)`` or None.
     """
     if queries.length == 0 or keys.length == 0:
         return None
-    if not ring.is_causal:
-        return padding, False, "top_left"
+    left, right = ring.band
     delta = queries.start + ring.causal_offset - keys.start
-    if delta + queries.length - 1 < 0:  # even the chunk's last query comes before the first key
+    lowest = None if left is None else delta - left
+    highest = None if right is None else delta + right
+    if (lowest is not None and lowest > keys.length - 1) or (
+            highest is not None and highest < 1 - queries.length):
         return None
-    if delta >= keys.length - 1:  # even the chunk's first query sees every key
-        return padding, False, "top_left"
-    alignments = {0: "top_left", keys.length - queries.length: "bottom_right"}
-    if padding is None and delta in alignments:
-        return None, True, alignments[delta]
-    allowed = torch.ones(queries.length, keys.length, dtype=torch.bool, device=device).tril(delta)
-    return (allowed if padding is None else allowed & padding), False, "top_left"
+    first_query = 0 if highest is None else max(0, -highest)
+    query_stop = queries.length if lowest is None else min(queries.length, keys.length - lowest)
+    first_key = 0 if lowest is None else max(0, lowest)
+    key_stop = keys.length if highest is None else min(keys.length, queries.length + highest)
+    queries = Chunk(queries.start + first_query, queries.local_start + first_query, query_stop - first_query)
+    keys = Chunk(keys.start + first_key, keys.local_start + first_key, key_stop - first_key)
+    shift = first_query - first_key  # j - i of the narrowed chunks is the old j - i plus this
+    window_left = None if lowest is None or shift + lowest <= 1 - queries.length else -(shift + lowest)
+    window_right = None if highest is None or shift + highest >= keys.length - 1 else shift + highest
+    padding = None if mask is None else mask[..., keys.local]
+    if window_left is None and window_right is None:
+        return queries, keys, (padding, False, "top_left", None)
+    if window_left is None and padding is None:  # a causal diagonal: the flag every backend takes
+        alignments = {0: "top_left", keys.length - queries.length: "bottom_right"}
+        if window_right in alignments:
+            return queries, keys, (None, True, alignments[window_right], None)
+    return queries, keys, (padding, False, "top_left", (window_left, window_right))
 
 
-def _visible_pairs(ring: _Ring, source: int, mask, device):
-    """The (query chunk, key chunk, local-call mask settings) pairs of one ring step.
+def _visible_pairs(ring: _Ring, source: int, mask):
+    """The (query chunk, key chunk, local-call settings) pairs of one ring step.
 
     ``source`` is the rank whose keys are visiting, with ``mask``, their
     key-padding mask ``(..., 1, S_shard)`` or None.
     """
     for queries in ring.chunks(ring.query_len, ring.rank):
         for keys in ring.chunks(ring.key_len, source):
-            padding = None if mask is None else mask[..., keys.local]
-            settings = _pair_mask(ring, queries, keys, padding, device)
-            if settings is not None:
-                yield queries, keys, settings
+            pair = _pair_call(ring, queries, keys, mask)
+            if pair is not None:
+                yield pair
 
 
 # --- one block of work -----------------------------------------------------
@@ -170,22 +203,24 @@ def _local_backend(ring: _Ring, problem) -> str:
     if ring.backend != "auto":
         return ring.backend
     on_gpu = problem.query.device.type == "cuda"
-    return "fused" if on_gpu and fused.unsupported_reason(problem) is None else "tiled"
+    return "fused" if on_gpu and dispatch.unsupported_reason(fused, problem) is None else "tiled"
 
 
 def _attend(ring: _Ring, query, key, value, settings):
     """Queries against one key chunk: output ``(..., Hq, Lc, Ev)`` and lse ``(..., Hq, Lc)``,
     both in the compute dtype."""
-    attn_mask, is_causal, alignment = settings
+    attn_mask, is_causal, alignment, window = settings
     problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, ring.scale,
-                            ring.enable_gqa, alignment)
+                            ring.enable_gqa, alignment, window=window)
     backend = _local_backend(ring, problem)
     arguments = dict(attn_mask=attn_mask, is_causal=is_causal, scale=ring.scale,
                      enable_gqa=ring.enable_gqa, causal_alignment=alignment, return_lse=True)
+    if window is not None:  # only then: a path without windows need not know the keyword
+        arguments["window"] = window
     if backend == "tiled":
         output, lse = tiled.attention(query, key, value, **arguments)
     elif backend == "fused":
-        why_not = fused.unsupported_reason(problem)
+        why_not = dispatch.unsupported_reason(fused, problem)
         if why_not is not None:
             raise ValueError(f"backend='fused' cannot run this ring's blocks: {why_not}")
         output, lse = fused.attention(query, key, value, **arguments)
@@ -203,9 +238,9 @@ def _block_gradients(ring: _Ring, query, key, value, settings, output, lse, grad
     the queries really gave these keys; ``D = rowsum(dO * O) - dlse`` uses
     the final output as well.
     """
-    attn_mask, is_causal, alignment = settings
+    attn_mask, is_causal, alignment, window = settings
     problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, ring.scale,
-                            ring.enable_gqa, alignment)
+                            ring.enable_gqa, alignment, window=window)
     return tiled.gradients_from_lse(problem, output, lse, grad_output, grad_lse)
 
 
@@ -236,31 +271,34 @@ def _from_bytes(received, has_mask):
 class RingAttentionFunction(torch.autograd.Function):
     """Ring attention as one autograd node that saves only this rank's shards, ``O`` and ``lse``.
 
-    ``apply(query, key, value, mask, ring)`` returns the output
+    ``apply(query, key, value, mask, sinks, ring)`` returns the output
     ``(..., Hq, L_shard, Ev)`` in the input dtype and the log-sum-exp
     ``(..., Hq, L_shard)`` in the compute dtype; both are differentiable.
+    ``sinks`` (``(Hq,)`` or None) gets this rank's share of its gradient.
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, mask, ring: _Ring):
+    def forward(ctx, query, key, value, mask, sinks, ring: _Ring):
         dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
         output = torch.zeros((*query.shape[:-1], value.shape[-1]), dtype=dtype, device=query.device)
         lse = torch.full(query.shape[:-1], float("-inf"), dtype=dtype, device=query.device)
         for source, block_key, block_value, block_mask in _visiting_blocks(ring, key, value, mask):
-            for queries, keys, settings in _visible_pairs(ring, source, block_mask,
-                                                          query.device):
+            for queries, keys, settings in _visible_pairs(ring, source, block_mask):
                 rows = (..., queries.local, slice(None))
                 part, part_lse = _attend(ring, query[rows], block_key[..., keys.local, :],
                                          block_value[..., keys.local, :], settings)
                 output[rows], lse[..., queries.local] = merge_partials(
                     output[rows], lse[..., queries.local], part, part_lse)
-        ctx.save_for_backward(query, key, value, output, lse)
+        if sinks is not None:  # once, not once per block: a partial of output 0 and lse s
+            sink_lse = sinks.to(dtype)[:, None].expand_as(lse)
+            output, lse = merge_partials(output, lse, torch.zeros_like(output), sink_lse)
+        ctx.save_for_backward(query, key, value, output, lse, sinks)
         ctx.mask, ctx.ring = mask, ring
         return output.to(query.dtype), lse
 
     @staticmethod
     def backward(ctx, grad_result, grad_lse):
-        query, key, value, output, lse = ctx.saved_tensors
+        query, key, value, output, lse, sinks = ctx.saved_tensors
         ring, mask = ctx.ring, ctx.mask
         dtype = output.dtype
         grad_output = grad_result.to(dtype)
@@ -269,8 +307,7 @@ class RingAttentionFunction(torch.autograd.Function):
         for source, block_key, block_value, block_mask in _visiting_blocks(ring, key, value, mask):
             grad_key = torch.zeros(key.shape, dtype=dtype, device=key.device)
             grad_value = torch.zeros(value.shape, dtype=dtype, device=value.device)
-            for queries, keys, settings in _visible_pairs(ring, source, block_mask,
-                                                          query.device):
+            for queries, keys, settings in _visible_pairs(ring, source, block_mask):
                 rows = (..., queries.local, slice(None))
                 columns = (..., keys.local, slice(None))
                 dq, dk, dv = _block_gradients(
@@ -287,8 +324,11 @@ class RingAttentionFunction(torch.autograd.Function):
             grads_home = _Exchange(ring.group, [grad_key, grad_value])
         # after W steps each block's accumulator has visited every rank and is back with its owner
         grad_key, grad_value = grads_home.wait()
+        grad_sinks = None
+        if ctx.needs_input_grad[4]:  # this rank's rows' share; the ranks' shares add up
+            grad_sinks = tiled.sink_gradient(sinks, output, lse, grad_output, grad_lse)
         return (grad_query.to(query.dtype), grad_key.to(key.dtype), grad_value.to(value.dtype),
-                None, None)
+                None, grad_sinks, None)
 
 
 # --- checking the call on every rank at once ----------------------------------
@@ -305,12 +345,14 @@ def _check_group(group) -> None:
 
 
 def _check_local(query, key, value, attn_mask, is_causal, scale, enable_gqa,
-                 causal_alignment, sharding, backend) -> float:
-    """This rank's checks, the same as a single-device call's where they apply; returns the scale."""
+                 causal_alignment, window, sinks, sharding, backend):
+    """This rank's checks, the same as a single-device call's where they apply; returns the
+    checked problem of the shards (its scale, window and sinks are the call's)."""
     check_sharding(sharding)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    problem = check_problem(query, key, value, None, 0.0, is_causal, scale, enable_gqa, causal_alignment)
+    problem = check_problem(query, key, value, None, 0.0, is_causal, scale, enable_gqa, causal_alignment,
+                            window=window, sinks=sinks)
     if query.ndim < 3 or query.ndim > _MAX_DIMS:
         raise ValueError(f"query must have a head axis and at most {_MAX_DIMS} dimensions, "
                          f"(..., H, L, E), got shape {tuple(query.shape)}")
@@ -336,7 +378,7 @@ def _check_local(query, key, value, attn_mask, is_causal, scale, enable_gqa,
         if attn_mask.device != query.device:
             raise ValueError(f"attn_mask must be on the query's device {query.device}, "
                              f"got {attn_mask.device}")
-    return problem.scale
+    return problem
 
 
 def _shape_field(x) -> list[int]:
@@ -351,9 +393,25 @@ def _dtype_code(x) -> int:
 _DEVICE_TYPES = ("cpu", "cuda")
 
 
+def _window_field(window) -> list[int]:
+    """``[1, left, right]`` of a checked window (-1: unbounded), ``[0, 0, 0]`` for None."""
+    if window is None:
+        return [0, 0, 0]
+    return [1, *(-1 if reach is None else reach for reach in window)]
+
+
+def _values_digest(sinks) -> int:
+    """A 56-bit digest of the sinks' values (-2 for None), so that ranks can compare them."""
+    if sinks is None:
+        return -2
+    values = sinks.detach().to("cpu", torch.float64).contiguous().numpy().tobytes()
+    return int.from_bytes(hashlib.blake2b(values, digest_size=7).digest(), "little")
+
+
 def _describe(query, key, value, attn_mask, is_causal, scale, causal_alignment, sharding,
-              enable_gqa, backend):
-    """The fields every rank must agree on, as named lists of ints."""
+              enable_gqa, backend, window=None, sinks=None):
+    """The fields every rank must agree on, as named lists of ints (``window`` and ``sinks``
+    checked ones, or None)."""
     device = query.device.type if isinstance(query, torch.Tensor) else None
     scale_bits = struct.unpack("<q", struct.pack("<d", float(scale)))[0] if isinstance(
         scale, (int, float)) else -1
@@ -372,6 +430,8 @@ def _describe(query, key, value, attn_mask, is_causal, scale, causal_alignment, 
         "enable_gqa": [int(enable_gqa) if isinstance(enable_gqa, bool) else -1],
         "backend": [_choice_code(backend, BACKENDS)],
         "scale": [scale_bits],
+        "window": _window_field(window),
+        "sinks": [_values_digest(sinks)],
     }
 
 
@@ -388,6 +448,10 @@ def _decode(field: str, values: list[int]):
         return _DEVICE_TYPES[values[0]] if values[0] >= 0 else "other"
     if field == "scale":
         return struct.unpack("<d", struct.pack("<q", values[0]))[0] if values[0] != -1 else None
+    if field == "window":
+        return tuple(None if reach == -1 else reach for reach in values[1:]) if values[0] else None
+    if field == "sinks":
+        return None if values[0] == -2 else f"values of digest {values[0]:014x}"
     return values[0]
 
 
@@ -436,6 +500,8 @@ def ring_attention(
     enable_gqa: bool = False,
     *,
     causal_alignment: str = "top_left",
+    window: tuple[int | None, int | None] | None = None,
+    sinks: torch.Tensor | None = None,
     sharding: str = "contiguous",
     backend: str = "auto",
     return_lse: bool = False,
@@ -453,9 +519,13 @@ def ring_attention(
     the keys. ``is_causal``, ``causal_alignment``, ``scale`` and
     ``enable_gqa`` mean what they mean for
     :func:`attnlib.scaled_dot_product_attention`, in positions of the whole
-    sequences. ``backend`` computes each block: ``"tiled"``, ``"fused"``
-    (CUDA), ``"naive"`` (the reference), or ``"auto"`` (fused where it
-    can run, else tiled). With ``return_lse=True`` also returns the shard's
+    sequences; so do ``window`` and ``sinks`` (the same on every rank): a
+    pair of chunks wholly outside the window is skipped, and the sinks join
+    each row's denominator once. Each rank's ``sinks.grad`` is the share of
+    its own rows; sum it over the ranks (as for any parameter every rank
+    holds) for the gradient of the whole sequence's loss. ``backend``
+    computes each block: ``"tiled"``, ``"fused"`` (CUDA), ``"naive"`` (the
+    reference), or ``"auto"`` (fused where it can run, else tiled). With ``return_lse=True`` also returns the shard's
     log-sum-exp ``(..., Hq, L/W)`` in the compute dtype. The partial results
     are merged in the compute dtype (float32 for fp16/bf16 inputs), each
     block's output rounded once to the input dtype by the local backend.
@@ -468,20 +538,24 @@ def ring_attention(
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
     try:
-        resolved_scale = _check_local(query, key, value, attn_mask, is_causal, scale, enable_gqa,
-                                      causal_alignment, sharding, backend)
+        problem = _check_local(query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                               causal_alignment, window, sinks, sharding, backend)
         error = None
     except (TypeError, ValueError) as exc:
-        resolved_scale, error = scale, exc
-    fields = _describe(query, key, value, attn_mask, is_causal, resolved_scale, causal_alignment,
-                       sharding, enable_gqa, backend)
+        problem, error = None, exc
+    if problem is None:  # the fields travel only so that every rank raises the error together
+        fields = _describe(query, key, value, attn_mask, is_causal, scale, causal_alignment,
+                           sharding, enable_gqa, backend)
+    else:
+        fields = _describe(query, key, value, attn_mask, is_causal, problem.scale, causal_alignment,
+                           sharding, enable_gqa, backend, problem.window, problem.sinks)
     _agree(group, fields, error)
     world_size = dist.get_world_size(group)
-    ring = _Ring(group, dist.get_rank(group), world_size, sharding, resolved_scale, is_causal,
+    ring = _Ring(group, dist.get_rank(group), world_size, sharding, problem.scale, is_causal,
                  causal_alignment, enable_gqa, backend, query.shape[-2] * world_size,
-                 key.shape[-2] * world_size)
+                 key.shape[-2] * world_size, problem.window)
     mask = None if attn_mask is None else attn_mask.contiguous()
-    output, lse = RingAttentionFunction.apply(query, key, value, mask, ring)
+    output, lse = RingAttentionFunction.apply(query, key, value, mask, problem.sinks, ring)
     return (output, lse) if return_lse else output
 
 
