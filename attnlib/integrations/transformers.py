@@ -27,9 +27,9 @@ interfaces:
   by name). A keyword it does not know is refused by name, never ignored.
 
 transformers is imported here only; ``import attnlib`` never imports it.
-Supported: transformers >= 5.24, < 6 (the range declared for the extra
+Supported: transformers >= 5.20, < 6 (the range declared for the extra
 ``attnlib[transformers]`` in pyproject.toml; tests/test_transformers_backend.py
-runs against the version pinned in requirements.txt).
+passes with 5.20.2 and 5.24.0, the versions requirements.txt pins).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from transformers import AttentionInterface, AttentionMaskInterface, masking_uti
 from .. import dispatch
 from ..attention import scaled_dot_product_attention
 
-SUPPORTED_VERSIONS = (Version("5.24"), Version("6"))
+SUPPORTED_VERSIONS = (Version("5.20"), Version("6"))
 
 #: Keywords the models pass through to every attention function that attnlib
 #: needs no further: what each one says reaches attnlib by another route.
