@@ -8,15 +8,13 @@ from . import as_array, checker, compare
 _SCORES, _SINK, _WINDOW_KEYS = (2.0, 1.0, 0.0, -1.0), 1.0, (2, 3)
 
 
-def _sink_share(scores, sink):
-    """The sink's share of a row: e^s / (e^s + sum_j e^z_j)."""
-    return math.exp(sink) / (math.exp(sink) + sum(math.exp(z) for z in scores))
-
-
 @checker("ex-13-sink-share",
          "two numbers: the sink's share of the last query's row (scores 2, 1, 0, -1, sink logit 1), "
          "with no window and with window=(1, 0)")
 def _sink_share_checker(answer):
+    def _sink_share(scores, sink):  # e^s / (e^s + sum_j e^z_j)
+        return math.exp(sink) / (math.exp(sink) + sum(math.exp(z) for z in scores))
+
     got = as_array(answer, "answer", (2,))
     windowed = [_SCORES[j] for j in _WINDOW_KEYS]
     expected = [_sink_share(_SCORES, _SINK), _sink_share(windowed, _SINK)]
