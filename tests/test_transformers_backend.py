@@ -271,6 +271,20 @@ def test_output_layout_is_batch_length_heads_width():
     assert torch.equal(output, expected.transpose(1, 2))
 
 
+def test_from_pretrained_with_attn_implementation_runs_attnlib(tmp_path):
+    """A checkpoint saved to disk (nothing downloaded) loads with attn_implementation="attnlib"."""
+    built = build("gpt-oss (sinks, windows)", "attnlib")
+    built.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="attnlib",
+                                                  dtype=torch.float64, experts_implementation="eager")
+    assert loaded.config._attn_implementation == "attnlib"
+    ids, mask = inputs("left")
+    with torch.no_grad():
+        expected = built(input_ids=ids, attention_mask=mask).logits
+        got = loaded.eval()(input_ids=ids, attention_mask=mask).logits
+    assert torch.equal(got, expected)
+
+
 def test_the_installed_transformers_is_in_the_supported_range():
     low, high = backend.SUPPORTED_VERSIONS
     assert low <= backend.Version(transformers.__version__) < high

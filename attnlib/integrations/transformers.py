@@ -154,6 +154,11 @@ def attnlib_mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_
     )
 
 
+#: Every keyword the attention function takes, for the message that refuses another one.
+KNOWN_KEYWORDS = ("dropout", "scaling", "sliding_window", "softcap", "s_aux", "is_causal",
+                  "output_attentions", *ALREADY_ACCOUNTED_FOR)
+
+
 def _check_keywords(keywords: dict) -> None:
     for name, value in keywords.items():
         if value is None or name in ALREADY_ACCOUNTED_FOR:  # None: the model passes nothing
@@ -167,7 +172,7 @@ def _check_keywords(keywords: dict) -> None:
             continue
         raise TypeError(
             f"attnlib's attention backend got the keyword {name}={value!r}, which it does not "
-            f"know how to honour; it takes {sorted(('dropout', 'scaling', 'sliding_window', 'softcap', 's_aux', 'is_causal', *ALREADY_ACCOUNTED_FOR, 'output_attentions'))}"
+            f"know how to honour; it takes {', '.join(sorted(KNOWN_KEYWORDS))}"
         )
 
 
