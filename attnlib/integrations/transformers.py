@@ -188,6 +188,8 @@ def attnlib_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     """
     _check_keywords(keywords)
     arguments = {}
+    # As in transformers' eager and sdpa paths, a mask the model built decides causality; the
+    # layer's is_causal speaks only when there is no mask
     if isinstance(attention_mask, StructuredMask):
         if sliding_window is not None and sliding_window != attention_mask.sliding_window:
             raise ValueError(
