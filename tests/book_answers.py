@@ -172,6 +172,12 @@ answer = (output[0], lse[0])""",
     "ex-12-mup-widths": """\
 widths = np.array([32, 64, 128, 256, 512], dtype=float)
 answer = (1 / np.sqrt(widths)) / (8 / widths)  # T = (1/sqrt(d_k)) / scale""",
+    "ex-13-sink-share": """\
+query = torch.ones(1, 4, 1, dtype=torch.float64)  # q . k_j is the score
+key = torch.tensor([2.0, 1.0, 0.0, -1.0], dtype=torch.float64).reshape(1, 4, 1)
+sink = torch.tensor([1.0], dtype=torch.float64)
+answer = [1 - attnlib.attention_weights(query, key, scale=1.0, window=window, sinks=sink)[0, -1].sum().item()
+          for window in (None, (1, 0))]""",
 }
 
 

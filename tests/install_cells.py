@@ -29,21 +29,41 @@ def repository() -> tuple[str, str]:
     return fields["url"], fields.get("branch", "main")
 
 
-def install_cell_source(url: str, branch: str) -> str:
-    """The cell's source; one argument a line, so that it fits the book's column."""
+#: chapters that need an extra of attnlib (pyproject.toml's optional dependencies)
+EXTRAS = {"13_attention_in_models.ipynb": "transformers"}
+
+
+def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
+    """The cell's source; one argument a line, so that it fits the book's column.
+    With ``extra``, it also installs when that extra's package is missing."""
+    if extra is None:
+        header = (
+            "# Installs attnlib from the book's repository when it is missing (Colab);\n"
+            "# torch is never installed or upgraded here.\n"
+            "import importlib.util, subprocess, sys\n"
+            "\n"
+            "if importlib.util.find_spec(\"attnlib\") is None:\n"
+        )
+        package = "attnlib"
+    else:
+        header = (
+            f"# Installs attnlib and {extra} from the book's repository when either is\n"
+            "# missing (Colab); torch is never installed or upgraded here.\n"
+            "import importlib.util, subprocess, sys\n"
+            "\n"
+            f"needed = (\"attnlib\", \"{extra}\")\n"
+            "if any(importlib.util.find_spec(name) is None for name in needed):\n"
+        )
+        package = f"attnlib[{extra}]"
     return (
-        "# Installs attnlib from the book's repository when it is missing (Colab);\n"
-        "# torch is never installed or upgraded here.\n"
-        "import importlib.util, subprocess, sys\n"
-        "\n"
-        "if importlib.util.find_spec(\"attnlib\") is None:\n"
-        "    subprocess.check_call([\n"
+        header
+        + "    subprocess.check_call([\n"
         "        sys.executable,\n"
         "        \"-m\",\n"
         "        \"pip\",\n"
         "        \"install\",\n"
         "        \"--quiet\",\n"
-        f"        \"attnlib @ git+{url}@{branch}\",\n"
+        f"        \"{package} @ git+{url}@{branch}\",\n"
         "    ])"
     )
 
@@ -58,8 +78,8 @@ def first_code_cell(notebook: dict) -> dict:
 
 
 def rewrite_all() -> None:
-    source = install_cell_source(*repository())
     for path in chapter_paths():
+        source = install_cell_source(*repository(), EXTRAS.get(path.name))
         notebook = json.loads(path.read_text())
         cell = first_code_cell(notebook)
         cell["source"] = source.splitlines(keepends=True)

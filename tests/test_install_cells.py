@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from install_cells import TAG, chapter_paths, first_code_cell, install_cell_source, repository
+from install_cells import EXTRAS, TAG, chapter_paths, first_code_cell, install_cell_source, repository
 
 
 def test_there_are_chapters():
@@ -15,7 +15,7 @@ def test_there_are_chapters():
 def test_install_cell_matches_config(path):
     cell = first_code_cell(json.loads(path.read_text()))
     url, branch = repository()
-    assert "".join(cell["source"]) == install_cell_source(url, branch)
+    assert "".join(cell["source"]) == install_cell_source(url, branch, EXTRAS.get(path.name))
     assert TAG in cell["metadata"].get("tags", []), "the install cell must be hidden in the HTML"
 
 
