@@ -36,14 +36,14 @@ must be set before anything imports Triton, and one process runs the kernels
 either on the GPU or in the interpreter, never both.
 """
 from .backward import (BACKWARD_CONFIGS, FusedAttentionFunction, INTERPRETER_BACKWARD_BLOCKS, backward_arguments,
-                       backward_config, gradients)
+                       backward_config, gradients, sinks_gradient)
 from .decode import (DECODE_CONFIGS, MIN_KEYS_PER_SPLIT, decode, decode_arguments, decode_config,
                      decode_splits, merge_partial_states)
 from .forward import attention, forward, launch
 from .kernels import kernel_module, kernel_source
-from .layout import as_4d, key_lengths, kernel_arguments
+from .layout import as_4d, key_lengths, kernel_arguments, window_reaches
 from .support import (HEAD_DIMS, INTERPRETER_DTYPES, KERNEL_DTYPES, MAX_BATCH_HEADS, MAX_BLOCK, NAME,
-                      ON_THE_CPU, SUPPORTS_SOFTCAP, auto_declines, interpreter_requested,
+                      ON_THE_CPU, SUPPORTS_SINKS, SUPPORTS_SOFTCAP, SUPPORTS_WINDOW, auto_declines, interpreter_requested,
                       triton_installed, triton_interprets, triton_version, unaddressable_reason,
                       unsupported_reason)
 from .tiles import (AUTOTUNE_CONFIGS, AUTOTUNE_KEY, COMPILE_OPTIONS, INTERPRETER_BLOCKS,
