@@ -307,7 +307,7 @@ def test_gradcheck_in_float64(monkeypatch, kwargs):
 
     def attend(query, key, value):
         problem = check_problem(query, key, value, **kwargs)
-        return fused.FusedAttentionFunction.apply(query, key, value, problem, None)[0]
+        return fused.FusedAttentionFunction.apply(query, key, value, None, problem, None)[0]
 
     assert torch.autograd.gradcheck(attend, (query, key, value), fast_mode=True)
 

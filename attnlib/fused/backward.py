@@ -119,7 +119,7 @@ def sinks_gradient(problem: AttentionProblem, lse: torch.Tensor, delta: torch.Te
     """
     heads, rows = problem.query_heads, problem.query_len
     lse, delta = lse.reshape(-1, heads, rows), delta.reshape(-1, heads, rows)
-    sink_weights = torch.exp(problem.sinks.to(torch.float32)[:, None] - lse)
+    sink_weights = torch.exp(problem.sinks[:, None] - lse)  # fp32 or wider: lse is fp32
     return (-(sink_weights * delta).sum(dim=(0, 2))).to(problem.sinks.dtype)
 
 

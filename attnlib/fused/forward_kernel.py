@@ -208,7 +208,7 @@ def attention_forward_kernel(
     (each with a contiguous last dimension), ``log_sum_exp (B * Hq, L)`` fp32
     contiguous, ``mask`` broadcast to ``(B, Hq, L, S)`` by its strides (0 on
     broadcast axes), ``key_lengths (B,)`` int32, ``sinks (Hq,)`` fp32 in the
-    units of the scaled (and capped) scores. ``window_left`` and
+    units of the scaled (and capped) scores (natural, not base 2). ``window_left`` and
     ``window_right`` are finite (the launcher bounds an open side by the
     lengths). ``E`` and ``Ev`` are padded to the powers of two ``BLOCK_E``
     and ``BLOCK_EV``; the loads mask the padding.

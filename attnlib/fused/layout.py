@@ -86,8 +86,9 @@ def kernel_arguments(problem: AttentionProblem, output: torch.Tensor, log_sum_ex
             mask_kind, mask = module.FLOAT_MASK.value, full_mask
     mask_strides = mask.stride() if mask is not None else (0, 0, 0, 0)
     window_left, window_right = window_reaches(problem)
-    # fp32, in the units of the scaled (and capped) scores, which the kernel turns into base 2
-    sinks = problem.sinks.to(torch.float32).contiguous() if problem.sinks is not None else None
+    # In the compute dtype (fp32 for fp16 and bf16), in the units of the scaled (and capped)
+    # scores; the kernel turns them into base 2.
+    sinks = problem.sinks.to(problem.compute_dtype).contiguous() if problem.sinks is not None else None
     return dict(
         query=query, key=key, value=value, output=output, log_sum_exp=log_sum_exp,
         # A pointer the flags leave unread still needs a tensor behind it.
