@@ -68,7 +68,7 @@ def autotune_bucket(capability: tuple[int, int], query_len: int, key_len: int,
 
 #: Triton's autotuners, one per ``autotune_bucket``.
 _autotuned: dict[tuple[str, int, int], object] = {}
-AUTOTUNE_KEY = ["HEAD_DIM", "VALUE_DIM", "IS_CAUSAL", "MASK_KIND", "HAS_KEY_LENGTHS"]
+AUTOTUNE_KEY = ["HEAD_DIM", "VALUE_DIM", "IS_CAUSAL", "MASK_KIND", "HAS_KEY_LENGTHS", "WINDOW"]
 
 
 def autotuned_kernel(capability: tuple[int, int], query_len: int, key_len: int, dtype: torch.dtype):
@@ -78,7 +78,7 @@ def autotuned_kernel(capability: tuple[int, int], query_len: int, key_len: int, 
     key of exact lengths would tune again for every new length. So each
     bucket of lengths (``length_bucket``) has an autotuner of its own, which
     tunes at its first call and keeps its pick; within a bucket it tunes
-    again when a head width, the causal flag or the kind of mask changes,
+    again when a head width, the causal flag, the kind of mask or the window flag changes,
     and Triton adds the tensors' dtypes to that key. Compiled kernels are
     shared by all autotuners.
     """
