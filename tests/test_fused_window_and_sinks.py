@@ -299,3 +299,22 @@ def test_decode_takes_neither_window_nor_sinks():
     for keyword, value in (("window", (8, 0)), ("sinks", torch.zeros(2))):
         with pytest.raises(TypeError, match=keyword):
             fused.decode(q, cache, cache, **{keyword: value})
+
+
+# -- the GPU tests' window cases, twinned ---------------------------------------------------------
+
+
+def test_the_gpu_window_and_sinks_check_passes_in_the_interpreter():
+    """tests/test_fused_gpu.py's window-and-sinks gradient check on its own inputs, on the CPU, in
+    fp16 (its fp32 case passed too, in 12 s more): a check too tight for a correct kernel shows here first."""
+    import test_fused_gpu as gpu_tests
+
+    case = next(c for c in gpu_tests.WINDOW_CASES if c.dtype == torch.float16)
+    dtype = case.dtype
+    query, key, value, kwargs = gpu_tests.make_inputs(case, device="cpu")
+    kwargs.update(gpu_tests.window_and_sinks(case, device="cpu"))
+    grad_output = gpu_tests.randn(*query.shape, dtype=dtype, seed=4, device="cpu")
+    gradients = gpu_tests.gradients_of("fused", query, key, value, grad_output, **kwargs)
+    gpu_tests.assert_gradients_within_tolerance(gradients, query, key, value, grad_output, **kwargs)
+    error, bound = gpu_tests.sinks_gradient_check(case, device="cpu")
+    assert error <= bound, f"dsinks: fused error {error:.3e} exceeds {bound:.3e}"
