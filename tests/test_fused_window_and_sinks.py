@@ -318,3 +318,16 @@ def test_the_gpu_window_and_sinks_check_passes_in_the_interpreter():
     gpu_tests.assert_gradients_within_tolerance(gradients, query, key, value, grad_output, **kwargs)
     error, bound = gpu_tests.sinks_gradient_check(case, device="cpu")
     assert error <= bound, f"dsinks: fused error {error:.3e} exceeds {bound:.3e}"
+
+
+def test_a_window_tunes_without_the_tiles_that_spill_with_it_before_sm_90():
+    """tests/test_fused_compile.py compiles the default of each list; the left-out tiles spill at
+    E = 128 on sm_80 with a window (attnlib.fused.tiles.SPILLS_WITH_A_WINDOW_BEFORE_SM_90)."""
+    left_out = fused.SPILLS_WITH_A_WINDOW_BEFORE_SM_90
+    for capability in ((8, 0), (8, 9)):
+        name, configs = fused.autotune_configs(capability, 4096, torch.bfloat16, window=True)
+        assert name == "tensor_cores, window" and configs and left_out not in configs
+        assert left_out in fused.autotune_configs(capability, 4096, torch.bfloat16)[1]
+        assert (fused.autotune_bucket(capability, 4096, 4096, torch.bfloat16, window=True)
+                != fused.autotune_bucket(capability, 4096, 4096, torch.bfloat16))
+    assert left_out in fused.autotune_configs((9, 0), 4096, torch.bfloat16, window=True)[1]

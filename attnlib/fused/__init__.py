@@ -43,9 +43,9 @@ from .forward import attention, forward, launch
 from .kernels import kernel_module, kernel_source
 from .layout import as_4d, key_lengths, kernel_arguments, window_reaches
 from .support import (HEAD_DIMS, INTERPRETER_DTYPES, KERNEL_DTYPES, MAX_BATCH_HEADS, MAX_BLOCK, NAME,
-                      ON_THE_CPU, SUPPORTS_SINKS, SUPPORTS_SOFTCAP, SUPPORTS_WINDOW, auto_declines, interpreter_requested,
-                      triton_installed, triton_interprets, triton_version, unaddressable_reason,
-                      unsupported_reason)
+                      ON_THE_CPU, SUPPORTS_SINKS, SUPPORTS_SOFTCAP, SUPPORTS_WINDOW, auto_declines,
+                      interpreter_requested, triton_installed, triton_interprets, triton_version,
+                      unaddressable_reason, unsupported_reason)
 from .tiles import (AUTOTUNE_CONFIGS, AUTOTUNE_KEY, COMPILE_OPTIONS, INTERPRETER_BLOCKS,
-                    SHORT_QUERY_ROWS, TileConfig, autotune_bucket, autotune_configs, length_bucket,
-                    picked_configurations, triton_config)
+                    SHORT_QUERY_ROWS, SPILLS_WITH_A_WINDOW_BEFORE_SM_90, TileConfig, autotune_bucket,
+                    autotune_configs, length_bucket, picked_configurations, triton_config)

@@ -183,12 +183,12 @@ EXAMPLE_WINDOW = (4095, 0)
 
 def window_cases() -> list[CompileCase]:
     """The kernels that take a window, each with its GPU configuration at E = 128 on every target and
-    dtype, causal, with ``EXAMPLE_WINDOW`` and sinks: the forward's default configuration and the
-    backward's key/value and query kernels."""
+    dtype, causal, with ``EXAMPLE_WINDOW`` and sinks: the forward's default configuration for a
+    window and the backward's key/value and query kernels."""
     cases = []
     for capability, dtypes in GPU_TARGETS.items():
         for dtype in dtypes:
-            _, configs = autotune_configs(divmod(capability, 10), 1024, getattr(torch, dtype))
+            _, configs = autotune_configs(divmod(capability, 10), 1024, getattr(torch, dtype), window=True)
             cases.append(CompileCase(capability, dtype, 128, configs[0], is_causal=True, window=True))
             backward_configs = backward.backward_config(divmod(capability, 10), getattr(torch, dtype), 128)
             cases += [CompileCase(capability, dtype, 128, backward_configs[function_name(kernel)], True, kernel,

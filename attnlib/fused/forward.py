@@ -34,7 +34,7 @@ def launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
         arguments.update(zip(("BLOCK_M", "BLOCK_N"), blocks or INTERPRETER_BLOCKS))
     elif blocks is None:
         kernel = autotuned_kernel(torch.cuda.get_device_capability(device), problem.query_len,
-                                   problem.key_len, problem.query.dtype)
+                                   problem.key_len, problem.query.dtype, window=problem.window is not None)
         arguments.update(COMPILE_OPTIONS)
     else:
         arguments.update(BLOCK_M=blocks[0], BLOCK_N=blocks[1], **COMPILE_OPTIONS)
