@@ -454,14 +454,6 @@ def attention_backward_query_kernel(
     value_base = value + batch * stride_vb + kv_head * stride_vh
     mask_base = mask + batch * stride_mb + head * stride_mh + first_row * stride_ml
     grad_q = tl.zeros([BLOCK_M, BLOCK_E], dtype=tl.float32)
-    if WINDOW:  # tiles that the window's left edge cuts
-        grad_q = _query_block_gradient(
-            grad_q, q, do, lse_log2, row_term, key_base, value_base, mask_base,
-            rows, first_tile, full_tiles_begin, keys_visible, query_len, causal_offset, scale_log2,
-            softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
-            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
-            CHECK_EDGES=True,
-        )
     grad_q = _query_block_gradient(
         grad_q, q, do, lse_log2, row_term, key_base, value_base, mask_base,
         rows, full_tiles_begin, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2,
@@ -476,6 +468,14 @@ def attention_backward_query_kernel(
         HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
         CHECK_EDGES=True,
     )
+    if WINDOW:  # the tiles that the window's left edge cuts (the order of tiles is free)
+        grad_q = _query_block_gradient(
+            grad_q, q, do, lse_log2, row_term, key_base, value_base, mask_base,
+            rows, first_tile, full_tiles_begin, keys_visible, query_len, causal_offset, scale_log2,
+            softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
+            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
+            CHECK_EDGES=True,
+        )
 
     # dQ = scale * dS K: the scale of s = scale * q.k, applied once.
     grad_q = grad_q * (scale_log2 * LN_2)

@@ -250,14 +250,6 @@ def attention_forward_kernel(
         m = tl.zeros([BLOCK_M], dtype=tl.float32) + tl.load(sinks + head) * LOG2_E
         l = tl.full([BLOCK_M], 1.0, dtype=tl.float32)
 
-    if WINDOW:  # tiles that the window's left edge cuts
-        acc, m, l = _attend_to_key_tiles(
-            acc, m, l, q, key_base, value_base, mask_base,
-            rows, first_tile, full_tiles_begin, keys_visible, query_len, causal_offset, scale_log2,
-            softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
-            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
-            CHECK_EDGES=True,
-        )
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, mask_base,
         rows, full_tiles_begin, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2,
@@ -272,6 +264,14 @@ def attention_forward_kernel(
         HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
         CHECK_EDGES=True,
     )
+    if WINDOW:  # the tiles that the window's left edge cuts (the order of tiles is free)
+        acc, m, l = _attend_to_key_tiles(
+            acc, m, l, q, key_base, value_base, mask_base,
+            rows, first_tile, full_tiles_begin, keys_visible, query_len, causal_offset, scale_log2,
+            softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
+            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
+            CHECK_EDGES=True,
+        )
 
     # (eq. 8.5) O = acc / l. A row that saw no allowed key has l = 0 and
     # acc = 0: its output is 0, not 0/0 (with a sink, l = 1 and acc = 0).
