@@ -23,7 +23,10 @@ the backward pass), and ``backend="auto"`` picks this path first, for
 training too: inputs that require grad get their gradients from the
 backward kernels (a float ``attn_mask`` that requires grad does not, and
 goes to another path). fp16 and bf16 use tensor cores from sm_80 on; fp32
-inputs are multiplied in full fp32. On the CPU the
+inputs are multiplied in full fp32. ``window=`` skips the key tiles outside
+every row's window (work ~ L x W) and ``sinks=`` seeds each row's running
+maximum and sum, forward and backward; :func:`decode` takes neither (the
+dispatcher never calls it). On the CPU the
 kernels run in Triton's interpreter (NumPy; slow; no bfloat16), for
 validation: ``backend="fused"`` runs them, ``backend="auto"`` never does.
 ``import attnlib`` never imports Triton; without Triton this backend says so.
