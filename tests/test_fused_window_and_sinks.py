@@ -18,6 +18,7 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"
 
+import pathlib  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
@@ -29,6 +30,9 @@ from attnlib import fused, naive  # noqa: E402
 from attnlib.problem import check_problem  # noqa: E402
 from reference import max_error  # noqa: E402
 from test_window_and_sinks import attention_float64, window_allowed  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+from fused_window_tiles import record_tile_loops, tiles_needed  # noqa: E402  (benchmarks/ is no package)
 
 if not fused.triton_installed():
     pytest.skip("Triton is not installed", allow_module_level=True)
@@ -211,39 +215,6 @@ def test_gradcheck_in_float64_with_window_sinks_and_softcap(monkeypatch):
 
 
 # -- the work: tiles visited -------------------------------------------------------------------
-
-
-def tiles_needed(allowed: torch.Tensor, rows_per_tile: int, keys_per_tile: int) -> int:
-    """How many (query tile, key tile) pairs hold at least one allowed (i, j): from the rule alone."""
-    L, S = allowed.shape[-2:]
-    pad = (0, -S % keys_per_tile, 0, -L % rows_per_tile)
-    padded = torch.nn.functional.pad(allowed.to(torch.int32), pad)
-    tiles = padded.unflatten(-1, (-1, keys_per_tile)).unflatten(-3, (-1, rows_per_tile))
-    return int(tiles.amax(dim=(-3, -1)).gt(0).sum())
-
-
-def record_tile_loops(monkeypatch, module_name: str, loop_name: str, step_name: str):
-    """Replace a kernel module's tile loop by one that records how many tiles each call visits.
-
-    The interpreter runs the kernels as Python with their module's globals, so the kernel
-    calls the recorder with the very bounds it computed.
-    """
-    module = fused.kernel_module(module_name)
-    loop = getattr(module, loop_name)
-    visited = []
-
-    def as_int(x):
-        return int(x.handle.data.item()) if hasattr(x, "handle") else int(getattr(x, "value", x))
-
-    def recording_loop(*args, **kwargs):
-        names = loop.arg_names
-        bound = dict(zip(names, args), **kwargs)
-        step = as_int(bound[step_name])
-        visited.append(len(range(as_int(bound["tile_begin"]), as_int(bound["tile_end"]), step)))
-        return loop(*args, **kwargs)
-
-    monkeypatch.setattr(module, loop_name, recording_loop)
-    return visited
 
 
 #: (L, S, window, causal, alignment): windows from narrower than a tile to wider than several.
