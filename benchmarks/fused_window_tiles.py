@@ -80,12 +80,14 @@ def main(argv=None) -> None:
             for counts in (forward, key_value, query):
                 counts.clear()
             q = torch.randn(1, 1, length, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
-            fused.attention(q, q, q, is_causal=True, window=None if window == length else (window - 1, 0)).sum().backward()
+            reach = None if window == length else (window - 1, 0)  # W = S: plain causal, no window
+            fused.attention(q, q, q, is_causal=True, window=reach).sum().backward()
             allowed = attnlib.window_mask(length, length, (window - 1, 0))
             causal_tiles = causal_tiles or sum(forward)
-            print(f"{window:6d} {sum(forward):8d} {tiles_needed(allowed, *fused.INTERPRETER_BLOCKS):6d} "
-                  f"{sum(query):6d} {sum(key_value):7d} {tiles_needed(allowed, *fused.INTERPRETER_BACKWARD_BLOCKS):6d}"
-                  f"  {sum(forward) / causal_tiles:.3f}", flush=True)
+            needed = [tiles_needed(allowed, *blocks)
+                      for blocks in (fused.INTERPRETER_BLOCKS, fused.INTERPRETER_BACKWARD_BLOCKS)]
+            print(f"{window:6d} {sum(forward):8d} {needed[0]:6d} {sum(query):6d} {sum(key_value):7d} "
+                  f"{needed[1]:6d}  {sum(forward) / causal_tiles:.3f}", flush=True)
 
 
 if __name__ == "__main__":

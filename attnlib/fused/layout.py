@@ -128,7 +128,8 @@ def batch_slices(arguments: dict, heads: int):
 
     Every tensor argument but those of ``PER_HEAD_ARGUMENTS`` (passed
     whole) has the batch as its first axis (those of ``PER_ROW_ARGUMENTS``
-    are viewed as ``(B, Hq * L)``); each slice is a view. The kernel finds its batch and head from its program id within the slice.
+    are viewed as ``(B, Hq * L)``); each slice is a view. The kernel finds
+    its batch and head from its program id within the slice.
     """
     tensors = {name: value for name, value in arguments.items()
                if isinstance(value, torch.Tensor) and name not in PER_HEAD_ARGUMENTS}
