@@ -175,6 +175,24 @@ def test_output_and_gradients_match_float64_formula(case):
     assert bool(output.masked_select(no_key[..., None].expand_as(output)).eq(0).all())
 
 
+def test_a_window_meets_a_general_mask_with_sinks_in_batch_slices(monkeypatch):
+    """A bool mask (loaded per tile) inside a two-sided window, GQA, sinks; one sequence per launch."""
+    monkeypatch.setattr(fused.layout, "MAX_BATCH_HEADS", 4)  # 4 query heads: the batch of 3 in 3 launches
+    generator = torch.Generator().manual_seed(5)
+    L, S = 20, 40
+    query, key, value = (torch.randn(3, heads, n, 16, generator=generator) for heads, n in ((4, L), (2, S), (2, S)))
+    mask = torch.rand(L, S, generator=generator) > 0.3
+    sinks = torch.tensor([0.5, -1.0, 2.0, 0.0])
+    kwargs = dict(attn_mask=mask, enable_gqa=True, window=(6, 3), causal_alignment="bottom_right")
+    grad_output = torch.randn(3, 4, L, 16, generator=generator)
+    output, gradients = output_and_gradients("fused", query, key, value, grad_output, sinks, kwargs)
+    leaves = [x.double().requires_grad_() for x in (query, key, value, sinks)]
+    expected = attention_float64(*leaves[:3], allowed=window_allowed(L, S, 6, 3, S - L) & mask, sinks=leaves[3])
+    expected_gradients = torch.autograd.grad(expected, leaves, grad_output.double())
+    assert max_error(output, expected) < 1e-5
+    assert all(max_error(a, b) < 1e-5 for a, b in zip(gradients, expected_gradients))
+
+
 def test_the_log_sum_exp_includes_the_sink():
     case = CASES[0]
     query, key, value, _, sinks, kwargs = make_inputs(case)
