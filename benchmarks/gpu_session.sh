@@ -31,8 +31,8 @@
 # pytest-xdist worker ~10 s to start (torch, CUDA, collection).
 #   step            tests  compiles (forward, decode, backward)  autotune runs  serial s  8 workers s
 #   tests_offsets       2     7 (4, 0, 3)                             4            8        18 (1 process)
-#   tests_backward     19   109 (59, 0, 50)                          60          121        25
-#   tests_rest         57   146 (137, 9, 0)                         150          179        32
+#   tests_backward     22   115 (59, 0, 56)                          70          129        26
+#   tests_rest         58   156 (147, 9, 0)                         160          191        34
 # The limits leave room for what the count cannot see: workers that compile the same kernel at the
 # same moment (each tunes its own autotune buckets), uneven shares, the test bodies (float64
 # references on the GPU), and for the offsets step 600000-row kernels and references (~25 s for
