@@ -118,8 +118,9 @@ class Recorder:
         counts = self.per_step.setdefault(self.step, {"compiles": Counter(), "autotune_runs": 0})
         if name == "attention_forward_kernel":
             dtype = arguments["query"].dtype
-            _, configs = tiles.autotune_configs(CAPABILITY, arguments["query_len"], dtype)
-            bucket = tiles.autotune_bucket(CAPABILITY, arguments["query_len"], arguments["key_len"], dtype)
+            window = arguments["WINDOW"]
+            _, configs = tiles.autotune_configs(CAPABILITY, arguments["query_len"], dtype, window)
+            bucket = tiles.autotune_bucket(CAPABILITY, arguments["query_len"], arguments["key_len"], dtype, window)
             autotune_key = (bucket, tuple(arguments[k] for k in tiles.AUTOTUNE_KEY),
                             tuple(str(v.dtype) for v in arguments.values() if isinstance(v, torch.Tensor)))
             if (self.step, autotune_key) not in self.autotuned:

@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # Everything a session with a lent CUDA GPU should run, in SESSION_SECONDS (default 470 s, which
 # leaves a 15-minute lease time to start the machine and to rerun once), with what the machine
-# has (no network, no nbval): the GPU tests of the fused kernels, newest first, then the forward
-# and the forward+backward benchmarks.
+# has (no network, no nbval): the GPU tests of the fused kernels, newest first, then the forward,
+# the sliding-window and the forward+backward benchmarks.
 #
 #     ATTNLIB_COMMIT=<commit> OUT=/path bash benchmarks/gpu_session.sh
 #
 # ATTNLIB_COMMIT names the commit measured, since the copy on the GPU machine has no .git (git's
 # answer is taken where there is one); summary.txt also records a hash of the tree's Python files,
-# so that a copy with uncommitted changes shows. $OUT (default gpu-session/) receives four files,
+# so that a copy with uncommitted changes shows. $OUT (default gpu-session/) receives five files,
 # within the 8 that come back: summary.txt (one line per step, the failed tests), logs.tar.gz
-# (each step's log and JUnit XML, archived after every step), fused_gpu.json and
-# fused_backward_gpu.json (written after every point). stdout repeats the summary.
+# (each step's log and JUnit XML, archived after every step), fused_gpu.json,
+# fused_window_gpu.json and fused_backward_gpu.json (written after every point). stdout repeats
+# the summary.
 #
 # Each step runs under its own limit, cut to what is left of the session. At the limit it gets
 # SIGINT, on which pytest still prints its failures and durations and writes its XML (SIGTERM
 # loses them all), and SIGKILL GRACE seconds later. The benchmarks start no point within their
 # margin of the limit; the JSON they wrote stays either way. A failed step never stops the next.
-# MACHINE_LIMIT, TESTS_OFFSETS_LIMIT, TESTS_BACKWARD_LIMIT, TESTS_REST_LIMIT and FUSED_GPU_LIMIT
-# replace the limits below; fused_backward_gpu takes what is left.
+# MACHINE_LIMIT, TESTS_OFFSETS_LIMIT, TESTS_BACKWARD_LIMIT, TESTS_REST_LIMIT, FUSED_GPU_LIMIT and
+# FUSED_WINDOW_LIMIT replace the limits below; fused_backward_gpu takes what is left.
 #
 # The limits, from compilations counted and timed without a GPU, the review's way
 # (../shared/reviews/2026-12-01-gpu-readiness.md): `python -O benchmarks/gpu_compiles.py` replays
@@ -30,8 +31,8 @@
 # pytest-xdist worker ~10 s to start (torch, CUDA, collection).
 #   step            tests  compiles (forward, decode, backward)  autotune runs  serial s  8 workers s
 #   tests_offsets       2     7 (4, 0, 3)                             4            8        18 (1 process)
-#   tests_backward     19   109 (59, 0, 50)                          60          121        25
-#   tests_rest         57   146 (137, 9, 0)                         150          179        32
+#   tests_backward     22   115 (59, 0, 56)                          70          129        26
+#   tests_rest         58   156 (147, 9, 0)                         160          191        34
 # The limits leave room for what the count cannot see: workers that compile the same kernel at the
 # same moment (each tunes its own autotune buckets), uneven shares, the test bodies (float64
 # references on the GPU), and for the offsets step 600000-row kernels and references (~25 s for
@@ -42,7 +43,11 @@
 #   tests_backward      100 s  the backward tests (names with grad or backward), -n JOBS.
 #   tests_rest          120 s  the forward and decoding tests, -n JOBS.
 #   fused_gpu            90 s  decoding first, then 3 lengths; --budget 30 s short (a point < 20 s).
-#   fused_backward_gpu  rest   >= 50 s (~250 s when the tests end early); --budget 40 s short.
+#   fused_window_gpu     50 s  S = 16384, W = S first, then 256, 1024, 4096: fused and SDPA with the
+#                              window as a dense mask, forward and forward+backward (~8 compiles, 4
+#                              autotune runs); --budget 25 s short. FlexAttention is left out here
+#                              (--no-flex): its compile time is unknown; a longer session can drop that.
+#   fused_backward_gpu  rest   >= 10 s (~200 s when the tests end early); --budget 40 s short.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-session}
@@ -63,11 +68,14 @@ export PYTHONUNBUFFERED=1
 if [ "$DRY_RUN" = 1 ]; then
     export TRITON_INTERPRET=1
     FORWARD_SWEEP=(--dry-run)
+    WINDOW_SWEEP=(--dry-run)
     BACKWARD_SWEEP=(--dry-run)
 else
     unset TRITON_INTERPRET
     # Trimmed to three lengths; decoding comes first in the sweep.
     FORWARD_SWEEP=(--lengths 1024 4096 16384)
+    # S = 16384, bf16, d = 128: W = S, 256, 1024, 4096 (the script's defaults), without FlexAttention.
+    WINDOW_SWEEP=(--no-flex)
     # Two lengths; d = 128 first, in both dtypes, then 64, then 256 where flash takes it.
     BACKWARD_SWEEP=(--dtypes bfloat16 float16 --head-dims 128 64 256 --lengths 16384 4096)
 fi
@@ -132,6 +140,9 @@ tests tests_rest "${TESTS_REST_LIMIT:-120}" "$JOBS" "not ($BACKWARD) and not $OF
 FORWARD_LIMIT=$(( $(left) < ${FUSED_GPU_LIMIT:-90} ? $(left) : ${FUSED_GPU_LIMIT:-90} ))
 step fused_gpu "$FORWARD_LIMIT" "$PYTHON" benchmarks/fused_gpu.py "${FORWARD_SWEEP[@]}" \
     --budget $(( FORWARD_LIMIT > 30 ? FORWARD_LIMIT - 30 : 0 )) --output "$OUT/fused_gpu.json"
+WINDOW_LIMIT=$(( $(left) < ${FUSED_WINDOW_LIMIT:-50} ? $(left) : ${FUSED_WINDOW_LIMIT:-50} ))
+step fused_window_gpu "$WINDOW_LIMIT" "$PYTHON" benchmarks/fused_window_gpu.py "${WINDOW_SWEEP[@]}" \
+    --budget $(( WINDOW_LIMIT > 25 ? WINDOW_LIMIT - 25 : 0 )) --output "$OUT/fused_window_gpu.json"
 # The rest of the session, but 5 s to archive the logs.
 BACKWARD_LIMIT=$(( $(left) - 5 ))
 step fused_backward_gpu "$BACKWARD_LIMIT" "$PYTHON" benchmarks/fused_backward_gpu.py "${BACKWARD_SWEEP[@]}" \

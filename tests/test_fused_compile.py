@@ -145,3 +145,22 @@ def test_exponentials_are_the_hardware_exp2(reports):
     exponentiating = [r for r in reports.values() if r.case.kernel != "backward_preprocess"]
     assert all(report.exp2_instructions > 0 for report in exponentiating)
     assert all(r.exp2_instructions == 0 for r in reports.values() if r.case.kernel == "backward_preprocess")
+
+
+WINDOW_CASES = fused_compile.window_cases()
+
+
+def test_the_window_checks_cover_every_target_and_kernel_that_takes_a_window():
+    covered = {(case.capability, case.dtype, case.kernel) for case in WINDOW_CASES}
+    assert covered == {(*target, kernel) for target in TARGETS
+                       for kernel in ("forward", "backward_key_value", "backward_query")}
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=str)
+def test_a_window_and_sinks_add_no_spills_and_fit_in_shared_memory(case, reports):
+    """Compiled with ``window=(4095, 0)`` and sinks; the same kernel without them is checked above."""
+    report = reports[str(case)]
+    assert (report.spill_stores, report.spill_loads) == (0, 0), f"{report.registers} registers"
+    assert 0 < report.shared_memory <= fused_compile.SHARED_MEMORY_LIMITS[case.capability]
+    if case.capability >= 80:
+        assert report.tensor_core_instruction is not None

@@ -292,14 +292,14 @@ def gradients_of(backend, query, key, value, grad_output, attn_mask=None, **kwar
 
 
 def input_dtype_attention(query, key, value, attn_mask=None, is_causal=False, causal_alignment="top_left",
-                          enable_gqa=False, softcap=None):
+                          enable_gqa=False, softcap=None, window=None, sinks=None):
     """Attention in plain torch operations in the input dtype, each result rounded to it.
 
     FlashAttention's tests compare their kernels' gradients with those of
     such an implementation (``attention_ref(..., upcast=False)``): like the
     kernels, it rounds the weights ``P`` and the score gradients ``dS`` to
     the input dtype before the products that use them. A row with no allowed
-    key gives 0.
+    key gives 0. ``window`` and ``sinks`` as attnlib takes them.
     """
     group = query.shape[-3] // key.shape[-3]
     key, value = key.repeat_interleave(group, dim=-3), value.repeat_interleave(group, dim=-3)
@@ -308,8 +308,15 @@ def input_dtype_attention(query, key, value, attn_mask=None, is_causal=False, ca
         scores = torch.tanh(scores / softcap) * softcap
     L, S = query.shape[-2], key.shape[-2]
     allowed = torch.ones(L, S, dtype=torch.bool, device=query.device)
+    offset = S - L if causal_alignment == "bottom_right" else 0
     if is_causal:
-        allowed = allowed.tril(S - L if causal_alignment == "bottom_right" else 0)
+        allowed = allowed.tril(offset)
+    if window is not None:  # query i, at key position i + offset, sees position - left ... position + right
+        positions = torch.arange(L, device=query.device)[:, None] + offset
+        keys = torch.arange(S, device=query.device)[None, :]
+        left, right = window
+        allowed = allowed & (keys >= positions - (left if left is not None else L + S))
+        allowed = allowed & (keys <= positions + (right if right is not None else L + S))
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         allowed = allowed & attn_mask
     elif attn_mask is not None:
@@ -318,8 +325,12 @@ def input_dtype_attention(query, key, value, attn_mask=None, is_causal=False, ca
     sees_a_key = allowed.any(dim=-1, keepdim=True)
     # Rows with no allowed key get scores 0 (not all -inf, whose softmax is NaN), then weight 0.
     scores = scores.masked_fill(~allowed, float("-inf")).masked_fill(~sees_a_key, 0.0)
-    weights = torch.softmax(scores, dim=-1) * sees_a_key
-    return weights @ value
+    if sinks is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:  # one more column per row, the head's sink logit, whose weight multiplies no value
+        sink_column = sinks.reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)
+        weights = torch.softmax(torch.cat([scores, sink_column], dim=-1), dim=-1)[..., :-1]
+    return (weights * sees_a_key) @ value
 
 
 #: How far the yardstick may be from float64, in units of its dtype's machine epsilon times
@@ -349,8 +360,9 @@ def gradient_checks(gradients, query, key, value, grad_output, attn_mask=None, *
     would be the wrong yardstick here; FlashAttention's is the one above.
     """
     reference_mask = attn_mask.double() if attn_mask is not None and attn_mask.dtype != torch.bool else attn_mask
+    reference_kwargs = dict(kwargs, sinks=kwargs["sinks"].double()) if kwargs.get("sinks") is not None else kwargs
     reference = gradients_of("naive", query.double(), key.double(), value.double(), grad_output.double(),
-                             reference_mask, **kwargs)
+                             reference_mask, **reference_kwargs)
     inputs = [x.detach().requires_grad_() for x in (query, key, value)]
     same_dtype = torch.autograd.grad(input_dtype_attention(*inputs, attn_mask, **kwargs), inputs, grad_output)
     epsilon = torch.finfo(query.dtype).eps
@@ -411,6 +423,58 @@ def test_softcap_gradients_match_float64(case):
     grad_output = randn(*query.shape, dtype=case.dtype, seed=4)
     gradients = gradients_of("fused", query, key, value, grad_output, softcap=SOFTCAP, **kwargs)
     assert_gradients_within_tolerance(gradients, query, key, value, grad_output, softcap=SOFTCAP, **kwargs)
+
+
+#: A window narrower than the GPU's tiles, causal, and a sink per head (the last one large,
+#: so that it takes most of each row's weight), in each dtype; L > S bottom-right leaves
+#: the first rows without keys.
+WINDOW = (37, 0)
+WINDOW_CASES = [Case(300, 260, 64, dtype, causal="bottom_right", heads=(4, 2)) for dtype in DTYPES]
+
+
+def window_and_sinks(case, device="cuda") -> dict:
+    return {"window": WINDOW, "sinks": torch.tensor([-1.0, 0.0, 1.5, 6.0], device=device).to(case.dtype)}
+
+
+def test_window_and_sinks_match_float64():
+    for case in WINDOW_CASES:
+        query, key, value, kwargs = make_inputs(case)
+        extra = window_and_sinks(case)
+        output = attnlib.scaled_dot_product_attention(query, key, value, backend="fused", **kwargs, **extra)
+        reference = float64_reference(query, key, value, **kwargs, window=WINDOW, sinks=extra["sinks"].double())
+        same_dtype = attnlib.scaled_dot_product_attention(query, key, value, backend="naive", **kwargs, **extra)
+        err_fused, err_reference = max_error(output, reference), max_error(same_dtype, reference)
+        assert err_fused <= 2 * err_reference + 1e-5, f"{case}: {err_fused:.3e} > 2 x {err_reference:.3e} + 1e-5"
+
+
+def sinks_gradient_check(case, device="cuda"):
+    """``(fused error, bound)`` of the sinks' gradient against float64; the bound as gradient_checks's."""
+    query, key, value, kwargs = make_inputs(case, device=device)
+    grad_output = randn(*query.shape, dtype=case.dtype, seed=4, device=device)
+    sinks = window_and_sinks(case, device)["sinks"]
+    errors = {}
+    for name, dtype in (("fused", case.dtype), ("yardstick", case.dtype), ("float64", torch.float64)):
+        inputs = [x.to(dtype) for x in (query, key, value)]
+        leaf = sinks.to(dtype).requires_grad_()
+        if name == "yardstick":
+            output = input_dtype_attention(*inputs, **kwargs, window=WINDOW, sinks=leaf)
+        else:
+            output = attnlib.scaled_dot_product_attention(*inputs, **kwargs, window=WINDOW, sinks=leaf,
+                                                          backend="fused" if name == "fused" else "naive")
+        errors[name] = torch.autograd.grad(output, leaf, grad_output.to(dtype))[0]
+    exact = errors.pop("float64")
+    return max_error(errors["fused"], exact), 2 * max_error(errors["yardstick"], exact) + 1e-5
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=str)
+def test_window_and_sinks_gradients_match_float64(case):
+    query, key, value, kwargs = make_inputs(case)
+    kwargs.update(window_and_sinks(case))
+    grad_output = randn(*query.shape, dtype=case.dtype, seed=4)
+    gradients = gradients_of("fused", query, key, value, grad_output, **kwargs)
+    assert_gradients_within_tolerance(gradients, query, key, value, grad_output, **kwargs)
+    error, bound = sinks_gradient_check(case)
+    assert error <= bound, f"dsinks: fused error {error:.3e} exceeds {bound:.3e}"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -352,13 +352,13 @@ class RecordedAutotuner:
 def test_picked_configurations_report_what_each_autotuner_keeps(monkeypatch):
     second = fused.AUTOTUNE_CONFIGS["tensor_cores"][1]
     # Triton's autotuner maps the key's values (then the tensors' dtypes) to the fastest config.
-    cache = {(128, 128, True, 0, False, "torch.bfloat16"): fused.triton_config(second)}
+    cache = {(128, 128, True, 0, False, False, "torch.bfloat16"): fused.triton_config(second)}
     bucket = fused.autotune_bucket((9, 0), 4000, 4000, torch.bfloat16)
     monkeypatch.setattr(fused.tiles, "_autotuned", {bucket: RecordedAutotuner(cache)})
     assert fused.picked_configurations() == [{
         "configs": "tensor_cores", "query_bucket": 4096, "key_bucket": 4096,
         "key": {"HEAD_DIM": 128, "VALUE_DIM": 128, "IS_CAUSAL": True, "MASK_KIND": 0,
-                "HAS_KEY_LENGTHS": False},
+                "HAS_KEY_LENGTHS": False, "WINDOW": False},
         "picked": second,
     }]
 

@@ -73,23 +73,24 @@ def test_every_step_runs_and_the_summary_says_how_it_ended(rehearsal):
     assert summary[0].startswith("attnlib c0ffee1; tree ") and "dry run: 1" in summary[0]
     outcome = {line.split(":")[0]: line for line in summary if not line.startswith(" ")}
     assert set(outcome) >= {"machine", "tests_offsets", "tests_backward", "tests_rest", "fused_gpu",
-                            "fused_backward_gpu", "session"}
+                            "fused_window_gpu", "fused_backward_gpu", "session"}
     assert "exit 1" in outcome["tests_backward"] and "1 failed" in outcome["tests_backward"]
     assert any(line.startswith("    FAILED") and "test_gradients_that_fail" in line for line in summary)
     assert f"interrupted at its limit of {OFFSETS_LIMIT} s" in outcome["tests_offsets"]
     assert outcome["tests_rest"].startswith("tests_rest: exit 0")
     assert outcome["fused_gpu"].startswith("fused_gpu: exit 0")
+    assert outcome["fused_window_gpu"].startswith("fused_window_gpu: exit 0")
     assert outcome["fused_backward_gpu"].startswith("fused_backward_gpu: exit 0")
     assert result.stdout.splitlines() == summary  # what the device tool's output tail shows
 
 
 def test_at_most_the_files_that_come_back_and_the_logs_in_one_archive(rehearsal):
     _, out, logs = rehearsal
-    assert sorted(p.name for p in out.iterdir()) == ["fused_backward_gpu.json", "fused_gpu.json", "logs.tar.gz",
-                                                     "summary.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["fused_backward_gpu.json", "fused_gpu.json",
+                                                     "fused_window_gpu.json", "logs.tar.gz", "summary.txt"]
     assert len(list(out.iterdir())) <= MOST_FILES_BACK
     assert {f"{step}.log" for step in ("machine", "tests_offsets", "tests_backward", "tests_rest", "fused_gpu",
-                                       "fused_backward_gpu")} <= set(logs)
+                                       "fused_window_gpu", "fused_backward_gpu")} <= set(logs)
 
 
 def test_the_offsets_tests_run_alone_then_the_backward_tests_then_the_rest(rehearsal):
@@ -119,11 +120,14 @@ def test_the_benchmarks_write_their_json_with_the_commit(rehearsal):
     assert all(p["fused_decode_GBps"] and p["fused_GBps"] for p in forward["decode_points"])
     backward = json.loads((out / "fused_backward_gpu.json").read_text())
     assert backward["points"] and all(p["check"]["passed"] for p in backward["points"])
+    window = json.loads((out / "fused_window_gpu.json").read_text())
+    assert window["machine"]["commit"] == "c0ffee1" and window["points"]
+    assert all(p["fused_ms"] and p["fused_train_ms"] and p["fused_max_abs_diff"] < 1e-2 for p in window["points"])
 
 
 def test_a_spent_session_runs_no_step_and_says_so(tmp_path):
     result, out = session(tmp_path, SESSION_SECONDS="1")
     assert result.returncode == 0
     summary = (out / "summary.txt").read_text()
-    assert summary.count("not run") == 6
+    assert summary.count("not run") == 7
     assert not (out / "fused_gpu.json").exists()

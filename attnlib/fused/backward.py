@@ -4,7 +4,8 @@
 ``K``, ``V``, the output ``O`` and the log-sum-exp ``lse`` (never the
 weights); its backward launches the three kernels of
 :mod:`attnlib.fused.backward_kernel`: ``D = rowsum(dO * O)``, then ``dK``
-and ``dV`` per key block, then ``dQ`` per query block.
+and ``dV`` per key block, then ``dQ`` per query block. The sinks' gradient
+is a sum over rows of what those leave behind, ``lse`` and ``D``, in torch.
 """
 from __future__ import annotations
 
@@ -107,22 +108,40 @@ def backward_arguments(problem: AttentionProblem, output: torch.Tensor, lse: tor
             for name in BACKWARD_KERNELS}
 
 
+def sinks_gradient(problem: AttentionProblem, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """``dL/ds_h = -sum_i p_sink,i (D_i - dlse_i)``, summed over the batch and the rows of head ``h``.
+
+    A sink is a key of value 0, so the softmax's backward gives it the
+    score gradient ``p_sink (0 - D)``, and ``lse`` moves with it by
+    ``p_sink``; ``p_sink = exp(s_h - lse)`` since the saved ``lse``
+    includes the sink. ``delta`` is ``D - dlse`` as the kernels read it,
+    shaped like ``lse`` (fp32).
+    """
+    heads, rows = problem.query_heads, problem.query_len
+    lse, delta = lse.reshape(-1, heads, rows), delta.reshape(-1, heads, rows)
+    sink_weights = torch.exp(problem.sinks[:, None] - lse)  # fp32 or wider: lse is fp32
+    return (-(sink_weights * delta).sum(dim=(0, 2))).to(problem.sinks.dtype)
+
+
 def gradients(problem: AttentionProblem, output: torch.Tensor, lse: torch.Tensor, grad_output: torch.Tensor,
-              grad_lse: torch.Tensor | None = None, *, wanted: tuple[bool, bool, bool] = (True, True, True),
-              blocks: tuple[int, int] | None = None):
-    """``(dQ, dK, dV)`` of ``problem``, shaped like its query, key and value, in their dtype.
+              grad_lse: torch.Tensor | None = None, *,
+              wanted: tuple[bool, ...] = (True, True, True, True), blocks: tuple[int, int] | None = None):
+    """``(dQ, dK, dV, dsinks)`` of ``problem``, shaped like its query, key, value and sinks, in their dtype.
 
     ``output (..., Hq, L, Ev)`` and ``lse (..., Hq, L)`` (fp32) are what
     :func:`attnlib.fused.launch` returned for ``problem``, ``grad_output``
     (any strides) and ``grad_lse`` (None: 0) the gradients arriving at
     them; ``dlse`` enters as ``D = rowsum(dO * O) - dlse``. A gradient not
-    ``wanted`` is not computed and returned as None. ``blocks = (BLOCK_M,
+    ``wanted`` (``dsinks``: none without sinks; ``wanted`` may stop after
+    ``dV``) is not computed and returned as None. ``blocks = (BLOCK_M,
     BLOCK_N)`` fixes the tile sizes of both kernels (default:
     ``backward_config`` on a GPU, ``INTERPRETER_BACKWARD_BLOCKS`` on the CPU).
     """
     query, key, value = problem.query, problem.key, problem.value
     device = query.device
-    runs = problem.key_len > 0 and query.numel() > 0 and any(wanted)
+    want_sinks = problem.sinks is not None and len(wanted) > 3 and wanted[3]
+    wanted = tuple(wanted[:3])
+    runs = problem.key_len > 0 and query.numel() > 0 and (any(wanted) or want_sinks)
     # The kernels write every gradient they compute, zeros included; without them all are 0.
     allocate = torch.empty if runs else torch.zeros
     grad_query, grad_key, grad_value = (allocate(as_4d(x).shape, dtype=x.dtype, device=device)
@@ -133,8 +152,11 @@ def gradients(problem: AttentionProblem, output: torch.Tensor, lse: torch.Tensor
         arguments = backward_arguments(problem, output, lse, grad_output, delta, grad_query, grad_key,
                                        grad_value)
         _launch(problem, arguments, blocks, wanted, grad_lse, delta)
-    return tuple(gradient.reshape(x.shape) if want else None
-                 for gradient, x, want in zip(results, (query, key, value), wanted))
+    elif want_sinks:  # no key or no query: the output is 0 (or empty), and so is D
+        delta = -grad_lse.to(torch.float32) if grad_lse is not None else torch.zeros_like(lse)
+    grad_sinks = sinks_gradient(problem, lse, delta) if want_sinks else None
+    return (*(gradient.reshape(x.shape) if want else None
+              for gradient, x, want in zip(results, (query, key, value), wanted)), grad_sinks)
 
 
 def _launch(problem, arguments, blocks, wanted, grad_lse, delta) -> None:
@@ -184,15 +206,15 @@ def _launch(problem, arguments, blocks, wanted, grad_lse, delta) -> None:
 class FusedAttentionFunction(torch.autograd.Function):
     """The fused kernels as one autograd node that saves ``Q, K, V, O`` and ``lse``, never the weights.
 
-    ``apply(query, key, value, problem, blocks)`` returns the output
+    ``apply(query, key, value, sinks, problem, blocks)`` returns the output
     ``(..., Hq, L, Ev)`` in the input dtype and the log-sum-exp
     ``(..., Hq, L)`` in fp32, both differentiable; ``problem`` is the
-    checked call on these tensors, ``blocks`` the forward's tile sizes (None:
-    autotuned on a GPU).
+    checked call on these tensors (``sinks``: its sinks, or None), ``blocks``
+    the forward's tile sizes (None: autotuned on a GPU).
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, problem, blocks):
+    def forward(ctx, query, key, value, sinks, problem, blocks):
         output, lse = launch(problem, blocks)
         ctx.save_for_backward(query, key, value, output, lse)
         ctx.problem = problem
@@ -204,6 +226,6 @@ class FusedAttentionFunction(torch.autograd.Function):
         # Unpacking checks that no input was modified in place since the forward;
         # ctx.problem holds the same tensors.
         _, _, _, output, lse = ctx.saved_tensors
-        wanted = tuple(ctx.needs_input_grad[:3])
+        wanted = tuple(ctx.needs_input_grad[:4])
         grads = gradients(ctx.problem, output, lse, grad_output, grad_lse, wanted=wanted)
         return (*grads, None, None)

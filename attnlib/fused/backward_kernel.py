@@ -34,6 +34,14 @@ Scores are in base 2 as in the forward kernel (``s = scale * log2(e) * q.k``,
 ``lse = -inf``; read as ``+inf`` it gives ``P = exp2(s - inf) = 0``, and
 so ``dS = 0`` and a zero gradient, never NaN.
 
+A window (``WINDOW``) is skipped and masked as in the forward kernel, from
+both sides: the query kernel visits the forward's key tiles, the key/value
+kernel only the query tiles whose windows reach its keys. Sinks need nothing
+here: the saved ``lse`` includes them, so ``P = exp(s - lse)`` is already the
+weight with the sink in its denominator; their own gradient,
+``-sum_i P_sink,i D_i``, is a sum over rows that :mod:`attnlib.fused.backward`
+takes in torch.
+
 Offsets follow the forward kernel: a block's or a tile's first row from the
 start of a tensor in 64 bits, offsets inside a tile in 32 bits.
 
@@ -83,8 +91,9 @@ def attention_backward_preprocess_kernel(
 @triton.jit
 def _tile_gradients(
     scores, grad_weights, lse_log2, row_term, query_positions, key_positions, mask_ptrs,
-    keys_visible, query_len, causal_offset, softcap_log2,
-    IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, SOFTCAP: tl.constexpr, CHECK_EDGES: tl.constexpr,
+    keys_visible, query_len, causal_offset, softcap_log2, window_left, window_right,
+    IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, SOFTCAP: tl.constexpr, WINDOW: tl.constexpr,
+    CHECK_EDGES: tl.constexpr,
 ):
     """Weights ``P`` and score gradients ``dS`` of one tile, in fp32, from its two products.
 
@@ -99,7 +108,7 @@ def _tile_gradients(
     ``s = scale * q.k``, in natural units.
 
     ``CHECK_EDGES`` is False for tiles that every query sees whole, as in
-    the forward kernel: no bounds, no causal mask.
+    the forward kernel: no bounds, no causal or window mask.
     """
     if SOFTCAP:
         # The cap as in the forward kernel, C tanh(S / C) in base-2 units ...
@@ -115,6 +124,10 @@ def _tile_gradients(
         allowed = key_positions < keys_visible
         if IS_CAUSAL:
             allowed = allowed & (key_positions <= query_positions + causal_offset)
+        if WINDOW:
+            positions = query_positions + causal_offset  # each query's place among the keys
+            allowed = allowed & (key_positions >= positions - window_left)
+            allowed = allowed & (key_positions <= positions + window_right)
         if MASK_KIND != NO_MASK:
             mask_ok = (query_positions < query_len) & (key_positions < keys_visible)
             if MASK_KIND == BOOL_MASK:
@@ -143,10 +156,10 @@ def _key_block_gradients(
     grad_k, grad_v, k, v,
     query_base, grad_output_base, lse_base, delta_base, mask_base,
     key_start, tile_begin, tile_end, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
-    stride_ql, stride_dol, stride_ml, stride_ms,
+    window_left, window_right, stride_ql, stride_dol, stride_ml, stride_ms,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr,
-    SOFTCAP: tl.constexpr, CHECK_EDGES: tl.constexpr,
+    SOFTCAP: tl.constexpr, WINDOW: tl.constexpr, CHECK_EDGES: tl.constexpr,
 ):
     """Add to ``(grad_k, grad_v)`` of one key block the query tiles in ``[tile_begin, tile_end)`` of one head.
 
@@ -182,8 +195,8 @@ def _key_block_gradients(
         grad_weights = tl.dot(v, tl.trans(do), input_precision="ieee")
         weights, grad_scores = _tile_gradients(
             scores, grad_weights, lse_log2[None, :], row_term[None, :], rows[None, :], cols[:, None],
-            mask_ptrs, keys_visible, query_len, causal_offset, softcap_log2,
-            IS_CAUSAL, MASK_KIND, SOFTCAP, CHECK_EDGES,
+            mask_ptrs, keys_visible, query_len, causal_offset, softcap_log2, window_left, window_right,
+            IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW, CHECK_EDGES,
         )
         # dV_j += sum_i P_ij dO_i, i.e. P^T dO; the weights are rounded to the
         # input dtype so that the product runs on tensor cores, summed in fp32.
@@ -204,9 +217,10 @@ def attention_backward_key_value_kernel(
     stride_dvb, stride_dvh, stride_dvs,
     stride_mb, stride_mh, stride_ml, stride_ms,
     kv_heads, group_size, query_len, key_len, causal_offset, scale_log2, softcap_log2,
+    window_left, window_right,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
     IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr,
-    SOFTCAP: tl.constexpr,
+    SOFTCAP: tl.constexpr, WINDOW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """``dK = scale * dS^T Q`` and ``dV = P^T dO`` for one block of ``BLOCK_N`` keys.
@@ -230,13 +244,15 @@ def attention_backward_key_value_kernel(
     dims = tl.arange(0, BLOCK_E)
     value_dims = tl.arange(0, BLOCK_EV)
 
-    # Keys some query may see: none past the key length, and with a causal
-    # mask none right of the last query's diagonal, j <= L - 1 + causal_offset.
+    # Keys some query may see: none past the key length, and none right of
+    # the last query's reach, j <= L - 1 + causal_offset (+ window_right).
     keys_visible = key_len
     if HAS_KEY_LENGTHS:
         keys_visible = tl.minimum(keys_visible, tl.load(key_lengths + batch))
     if IS_CAUSAL:
         keys_visible = tl.minimum(keys_visible, tl.maximum(query_len + causal_offset, 0))
+    if WINDOW:
+        keys_visible = tl.minimum(keys_visible, tl.maximum(query_len + causal_offset + window_right, 0))
 
     # The block's keys and values, loaded once for all its query tiles; keys
     # no query sees read as 0 (and their gradients come out 0).
@@ -247,24 +263,38 @@ def attention_backward_key_value_kernel(
     k = tl.load(k_block + tile_cols[:, None] * stride_ks + dims[None, :], mask=key_ok, other=0.0)
     v = tl.load(v_block + tile_cols[:, None] * stride_vs + value_dims[None, :], mask=value_ok, other=0.0)
 
-    # Which query tiles see the block. With a causal mask, query i sees key j
-    # iff i >= j - causal_offset: tiles above the block's first key's
-    # diagonal are skipped, not masked ...
+    # Which query tiles see the block. Query i sees key j iff i >= j -
+    # causal_offset (causal) and j - causal_offset - window_right <= i <=
+    # j - causal_offset + window_left (window): tiles above the block's
+    # first key's reach are skipped, not masked ...
     first_tile = 0
     if IS_CAUSAL:
         first_tile = (tl.maximum(key_start - causal_offset, 0) // BLOCK_M) * BLOCK_M
-    # ... and from the first tile whose first row sees the block's last key
-    # on, every row sees every key of the block: no masks there.
+    if WINDOW:
+        first_tile = tl.maximum(
+            first_tile, (tl.maximum(key_start - causal_offset - window_right, 0) // BLOCK_M) * BLOCK_M)
+    # ... from the first tile whose first row sees the block's last key on,
+    # every row sees every key of the block: no masks there ...
+    last_key = key_start + BLOCK_N - 1
     full_tiles_begin = first_tile
     if IS_CAUSAL:
-        last_key_seen_from = tl.maximum(key_start + BLOCK_N - 1 - causal_offset, 0)
-        full_tiles_begin = tl.cdiv(last_key_seen_from, BLOCK_M) * BLOCK_M
+        full_tiles_begin = tl.cdiv(tl.maximum(last_key - causal_offset, 0), BLOCK_M) * BLOCK_M
+    if WINDOW:
+        full_tiles_begin = tl.maximum(
+            full_tiles_begin, tl.cdiv(tl.maximum(last_key - causal_offset - window_right, 0), BLOCK_M) * BLOCK_M)
+    # ... up to the last tile whose last row still sees the block's first key
+    # (window), and tiles below the block's last key's reach are skipped.
+    full_tiles_end = query_len
+    rows_end = query_len
+    if WINDOW:
+        full_tiles_end = (tl.maximum(key_start - causal_offset + window_left + 1, 0) // BLOCK_M) * BLOCK_M
+        rows_end = tl.minimum(tl.maximum(last_key - causal_offset + window_left + 1, 0), query_len)
     # A block that reaches past the visible keys is checked on every tile,
     # and one with no visible key visits none.
-    full_tiles_begin = tl.where(key_start + BLOCK_N <= keys_visible, full_tiles_begin, query_len)
-    first_tile = tl.where(key_start < keys_visible, first_tile, query_len)
-    edge_tiles_end = tl.minimum(full_tiles_begin, query_len)
-    full_tiles_begin = tl.maximum(full_tiles_begin, first_tile)
+    full_tiles_begin = tl.where(key_start + BLOCK_N <= keys_visible, full_tiles_begin, rows_end)
+    first_tile = tl.minimum(tl.where(key_start < keys_visible, first_tile, rows_end), rows_end)
+    full_tiles_begin = tl.minimum(tl.maximum(full_tiles_begin, first_tile), rows_end)
+    full_tiles_end = tl.minimum(tl.maximum(full_tiles_end, full_tiles_begin), rows_end)
 
     # dK and dV of the block, summed over the group's heads and their query tiles, in fp32.
     grad_k = tl.zeros([BLOCK_N, BLOCK_E], dtype=tl.float32)
@@ -280,18 +310,26 @@ def attention_backward_key_value_kernel(
         mask_base = mask + batch * stride_mb + head * stride_mh + first_key * stride_ms
         grad_k, grad_v = _key_block_gradients(
             grad_k, grad_v, k, v, query_base, grad_output_base, lse_base, delta_base, mask_base,
-            key_start, first_tile, edge_tiles_end, keys_visible, query_len, causal_offset, scale_log2,
-            softcap_log2, stride_ql, stride_dol, stride_ml, stride_ms,
-            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP,
+            key_start, first_tile, full_tiles_begin, keys_visible, query_len, causal_offset, scale_log2,
+            softcap_log2, window_left, window_right, stride_ql, stride_dol, stride_ml, stride_ms,
+            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
             CHECK_EDGES=True,
         )
         grad_k, grad_v = _key_block_gradients(
             grad_k, grad_v, k, v, query_base, grad_output_base, lse_base, delta_base, mask_base,
-            key_start, full_tiles_begin, query_len, keys_visible, query_len, causal_offset, scale_log2,
-            softcap_log2, stride_ql, stride_dol, stride_ml, stride_ms,
-            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP,
+            key_start, full_tiles_begin, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2,
+            softcap_log2, window_left, window_right, stride_ql, stride_dol, stride_ml, stride_ms,
+            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
             CHECK_EDGES=False,
         )
+        if WINDOW:  # tiles whose rows the window's left edge cuts off from some of the block's keys
+            grad_k, grad_v = _key_block_gradients(
+                grad_k, grad_v, k, v, query_base, grad_output_base, lse_base, delta_base, mask_base,
+                key_start, full_tiles_end, rows_end, keys_visible, query_len, causal_offset, scale_log2,
+                softcap_log2, window_left, window_right, stride_ql, stride_dol, stride_ml, stride_ms,
+                HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
+                CHECK_EDGES=True,
+            )
 
     # dK = scale * dS^T Q: the scale of s = scale * q.k, applied once. Keys
     # past S are not stored; hidden keys store their gradient, 0.
@@ -310,10 +348,10 @@ def _query_block_gradient(
     grad_q, q, do, lse_log2, row_term,
     key_base, value_base, mask_base,
     rows, tile_begin, tile_end, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
-    stride_ks, stride_vs, stride_ml, stride_ms,
+    window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr,
-    SOFTCAP: tl.constexpr, CHECK_EDGES: tl.constexpr,
+    SOFTCAP: tl.constexpr, WINDOW: tl.constexpr, CHECK_EDGES: tl.constexpr,
 ):
     """Add to ``grad_q`` of one query block the key tiles in ``[tile_begin, tile_end)``.
 
@@ -346,8 +384,8 @@ def _query_block_gradient(
         grad_weights = tl.dot(do, tl.trans(v), input_precision="ieee")
         weights, grad_scores = _tile_gradients(
             scores, grad_weights, lse_log2[:, None], row_term[:, None], rows[:, None], cols[None, :],
-            mask_ptrs, keys_visible, query_len, causal_offset, softcap_log2,
-            IS_CAUSAL, MASK_KIND, SOFTCAP, CHECK_EDGES,
+            mask_ptrs, keys_visible, query_len, causal_offset, softcap_log2, window_left, window_right,
+            IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW, CHECK_EDGES,
         )
         if CHECK_EDGES or MASK_KIND != NO_MASK:
             # Zero the keys to which no row of the block gives weight (hidden
@@ -368,9 +406,10 @@ def attention_backward_query_kernel(
     stride_dqb, stride_dqh, stride_dql,
     stride_mb, stride_mh, stride_ml, stride_ms,
     query_heads, group_size, query_len, key_len, causal_offset, scale_log2, softcap_log2,
+    window_left, window_right,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
     IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr,
-    SOFTCAP: tl.constexpr,
+    SOFTCAP: tl.constexpr, WINDOW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """``dQ = scale * dS K`` for one block of ``BLOCK_M`` query rows.
@@ -406,9 +445,9 @@ def attention_backward_query_kernel(
     row_term = tl.load(delta + row_offset + rows, mask=row_ok, other=0.0)
 
     # Which keys the block visits: those of the forward kernel.
-    keys_visible, full_tiles_end = _key_tiles_of_query_block(
-        block_start, batch, key_lengths, query_len, key_len, causal_offset,
-        BLOCK_M, BLOCK_N, IS_CAUSAL, HAS_KEY_LENGTHS,
+    first_tile, full_tiles_begin, full_tiles_end, keys_visible = _key_tiles_of_query_block(
+        block_start, batch, key_lengths, query_len, key_len, causal_offset, window_left, window_right,
+        BLOCK_M, BLOCK_N, IS_CAUSAL, HAS_KEY_LENGTHS, WINDOW,
     )
 
     key_base = key + batch * stride_kb + kv_head * stride_kh
@@ -417,18 +456,26 @@ def attention_backward_query_kernel(
     grad_q = tl.zeros([BLOCK_M, BLOCK_E], dtype=tl.float32)
     grad_q = _query_block_gradient(
         grad_q, q, do, lse_log2, row_term, key_base, value_base, mask_base,
-        rows, 0, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
-        stride_ks, stride_vs, stride_ml, stride_ms,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP,
+        rows, full_tiles_begin, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2,
+        softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
         CHECK_EDGES=False,
     )
     grad_q = _query_block_gradient(
         grad_q, q, do, lse_log2, row_term, key_base, value_base, mask_base,
-        rows, full_tiles_end, keys_visible, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
-        stride_ks, stride_vs, stride_ml, stride_ms,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP,
+        rows, full_tiles_end, keys_visible, keys_visible, query_len, causal_offset, scale_log2,
+        softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
         CHECK_EDGES=True,
     )
+    if WINDOW:  # the tiles that the window's left edge cuts (the order of tiles is free)
+        grad_q = _query_block_gradient(
+            grad_q, q, do, lse_log2, row_term, key_base, value_base, mask_base,
+            rows, first_tile, full_tiles_begin, keys_visible, query_len, causal_offset, scale_log2,
+            softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
+            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
+            CHECK_EDGES=True,
+        )
 
     # dQ = scale * dS K: the scale of s = scale * q.k, applied once.
     grad_q = grad_q * (scale_log2 * LN_2)

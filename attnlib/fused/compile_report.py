@@ -13,8 +13,8 @@ launcher's argument specialisation, ``native_specialize_impl``, which
 Triton has from 3.6 on; tested with 3.6 and 3.9). Compiling needs
 Triton in compiling mode, so a process that interprets (see
 :mod:`attnlib.fused.support`) runs ``python -m attnlib.fused.compile_report``, which prints
-the reports of :func:`compile_cases`, :func:`decode_cases` and
-:func:`backward_cases` as JSON.
+the reports of :func:`compile_cases`, :func:`decode_cases`,
+:func:`backward_cases` and :func:`window_cases` as JSON.
 """
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ class CompileCase:
     config: TileConfig
     is_causal: bool = False
     kernel: str = "forward"  # or a name of KERNELS
+    window: bool = False  # with a sliding window (and sinks, which only the forward kernel reads)
 
     @property
     def function_name(self) -> str:
@@ -96,8 +97,9 @@ class CompileCase:
         c = self.config
         causal = "-causal" if self.is_causal else ""
         kernel = "" if self.kernel == "forward" else f"-{self.kernel}"
+        window = "-window-sinks" if self.window else ""
         return (f"{self.arch}-{self.dtype}-d{self.head_dim}-{c.block_m}x{c.block_n}-w{c.num_warps}"
-                f"-s{c.num_stages}{causal}{kernel}")
+                f"-s{c.num_stages}{causal}{window}{kernel}")
 
 
 @dataclass(frozen=True)
@@ -175,15 +177,37 @@ def backward_cases() -> list[CompileCase]:
     return cases
 
 
-def example_problem(dtype: torch.dtype, head_dim: int, is_causal: bool = False, seq_len: int = 1024, heads: int = 2):
-    """A ``(1, heads, seq_len, head_dim)`` self-attention problem on the CPU, for its layout only."""
+#: The window of the window cases: transformers' ``sliding_window=4096`` on a causal layer (Mistral).
+EXAMPLE_WINDOW = (4095, 0)
+
+
+def window_cases() -> list[CompileCase]:
+    """The kernels that take a window, each with its GPU configuration at E = 128 on every target and
+    dtype, causal, with ``EXAMPLE_WINDOW`` and sinks: the forward's default configuration for a
+    window and the backward's key/value and query kernels."""
+    cases = []
+    for capability, dtypes in GPU_TARGETS.items():
+        for dtype in dtypes:
+            _, configs = autotune_configs(divmod(capability, 10), 1024, getattr(torch, dtype), window=True)
+            cases.append(CompileCase(capability, dtype, 128, configs[0], is_causal=True, window=True))
+            backward_configs = backward.backward_config(divmod(capability, 10), getattr(torch, dtype), 128)
+            cases += [CompileCase(capability, dtype, 128, backward_configs[function_name(kernel)], True, kernel,
+                                  window=True) for kernel in ("backward_key_value", "backward_query")]
+    return cases
+
+
+def example_problem(dtype: torch.dtype, head_dim: int, is_causal: bool = False, seq_len: int = 1024, heads: int = 2,
+                    window: bool = False):
+    """A ``(1, heads, seq_len, head_dim)`` self-attention problem on the CPU, for its layout only;
+    with ``window``, also ``EXAMPLE_WINDOW`` and sinks."""
     q = torch.zeros(1, heads, seq_len, head_dim, dtype=dtype)
-    return check_problem(q, q.clone(), q.clone(), is_causal=is_causal)
+    extras = dict(window=EXAMPLE_WINDOW, sinks=torch.zeros(heads, dtype=dtype)) if window else {}
+    return check_problem(q, q.clone(), q.clone(), is_causal=is_causal, **extras)
 
 
 def forward_arguments(case: CompileCase) -> dict:
     """The forward kernel's arguments for ``case``, on a 1024-token self-attention problem."""
-    problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal)
+    problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal, window=case.window)
     output = torch.empty(problem.output_shape, dtype=problem.query.dtype)
     log_sum_exp = torch.empty(problem.query.shape[:-1], dtype=torch.float32)
     arguments = kernel_arguments(problem, as_4d(output), log_sum_exp)
@@ -206,7 +230,7 @@ def decode_arguments(case: CompileCase) -> dict:
 
 def backward_arguments(case: CompileCase) -> dict:
     """The backward kernel's arguments for ``case``, on a 1024-token self-attention problem."""
-    problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal)
+    problem = example_problem(getattr(torch, case.dtype), case.head_dim, case.is_causal, window=case.window)
     output = torch.empty(problem.output_shape, dtype=problem.query.dtype)
     lse = torch.empty(problem.query.shape[:-1], dtype=torch.float32)
     grad_query, grad_key, grad_value = (torch.empty_like(x) for x in (problem.query, problem.key, problem.value))
@@ -295,8 +319,8 @@ def compile_report(case: CompileCase) -> CompileReport:
 
 
 def reports_in_subprocess(timeout: float = 900) -> list[CompileReport]:
-    """:func:`compile_cases`, :func:`decode_cases` and :func:`backward_cases` compiled in a fresh process
-    with ``TRITON_INTERPRET`` unset."""
+    """:func:`compile_cases`, :func:`decode_cases`, :func:`backward_cases` and :func:`window_cases`
+    compiled in a fresh process with ``TRITON_INTERPRET`` unset."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-m", "attnlib.fused.compile_report"], capture_output=True, text=True,
                             env=env, timeout=timeout)
@@ -308,4 +332,5 @@ def reports_in_subprocess(timeout: float = 900) -> list[CompileReport]:
 if __name__ == "__main__":
     if triton_interprets():
         sys.exit("unset TRITON_INTERPRET: compiling needs Triton in compiling mode")
-    print(json.dumps([compile_report(case).as_dict() for case in compile_cases() + decode_cases() + backward_cases()]))
+    cases = compile_cases() + decode_cases() + backward_cases() + window_cases()
+    print(json.dumps([compile_report(case).as_dict() for case in cases]))

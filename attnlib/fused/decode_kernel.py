@@ -63,16 +63,16 @@ def decode_split_kernel(
     # (one query per sequence sees the whole cache): whole tiles, then the last part.
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, query,
-        group_rows, split_begin, full_tiles_end, split_end, group_size, 0, scale_log2, 1.0,
+        group_rows, split_begin, full_tiles_end, split_end, group_size, 0, scale_log2, 1.0, 0, 0,
         stride_ks, stride_vs, 0, 0,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, False, NO_MASK, False,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, False, NO_MASK, False, False,
         CHECK_EDGES=False,
     )
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, query,
-        group_rows, full_tiles_end, split_end, split_end, group_size, 0, scale_log2, 1.0,
+        group_rows, full_tiles_end, split_end, split_end, group_size, 0, scale_log2, 1.0, 0, 0,
         stride_ks, stride_vs, 0, 0,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, False, NO_MASK, False,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, False, NO_MASK, False, False,
         CHECK_EDGES=True,
     )
 

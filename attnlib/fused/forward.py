@@ -19,8 +19,11 @@ def launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
         raise ValueError(f"backend='fused' cannot run this call: {why_not}")
     device = problem.query.device
     if problem.key_len == 0:  # no key at all: every row is a row with no allowed key
-        return (torch.zeros(problem.output_shape, dtype=problem.query.dtype, device=device),
-                torch.full(problem.query.shape[:-1], float("-inf"), dtype=torch.float32, device=device))
+        lse = torch.full(problem.query.shape[:-1], float("-inf"), dtype=torch.float32, device=device)
+        if problem.sinks is not None:  # only the sink in each denominator: lse = s_h
+            heads_axis = (-1, 1) if problem.query.ndim >= 3 else (-1,)
+            lse = problem.sinks.to(torch.float32).reshape(heads_axis).expand(lse.shape).clone()
+        return torch.zeros(problem.output_shape, dtype=problem.query.dtype, device=device), lse
     output = torch.empty(problem.output_shape, dtype=problem.query.dtype, device=device)
     log_sum_exp = torch.empty(problem.query.shape[:-1], dtype=torch.float32, device=device)
     if output.numel() == 0:
@@ -31,7 +34,7 @@ def launch(problem: AttentionProblem, blocks: tuple[int, int] | None):
         arguments.update(zip(("BLOCK_M", "BLOCK_N"), blocks or INTERPRETER_BLOCKS))
     elif blocks is None:
         kernel = autotuned_kernel(torch.cuda.get_device_capability(device), problem.query_len,
-                                   problem.key_len, problem.query.dtype)
+                                   problem.key_len, problem.query.dtype, window=problem.window is not None)
         arguments.update(COMPILE_OPTIONS)
     else:
         arguments.update(BLOCK_M=blocks[0], BLOCK_N=blocks[1], **COMPILE_OPTIONS)
@@ -53,6 +56,8 @@ def attention(
     *,
     causal_alignment: str = "top_left",
     softcap: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
+    sinks: torch.Tensor | None = None,
     blocks: tuple[int, int] | None = None,
     return_lse: bool = False,
 ):
@@ -60,14 +65,14 @@ def attention(
 
     Same arguments and contract as :func:`attnlib.scaled_dot_product_attention`
     (no dropout; ``softcap`` caps the scores to ``softcap * tanh(s / softcap)``
-    before the mask). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
+    before the mask; ``window`` and ``sinks`` as there). Shapes ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
     ``value (..., Hkv, S, Ev)`` -> output ``(..., Hq, L, Ev)``. ``blocks =
     (BLOCK_M, BLOCK_N)`` fixes the tile sizes (default: autotuned on a GPU,
     ``INTERPRETER_BLOCKS`` on the CPU). With ``return_lse=True`` also returns
     ``lse (..., Hq, L)`` in fp32, ``lse_i = log sum_j exp(s_ij)`` over the
-    allowed keys, ``-inf`` for a row with none. Both are differentiable
-    (w.r.t. query, key and value): the backward kernels compute the gradients
-    (``blocks`` sets the forward's tiles only).
+    allowed keys (and the sink), ``-inf`` for a row with none. Both are
+    differentiable (w.r.t. query, key, value and sinks): the backward kernels
+    compute the gradients (``blocks`` sets the forward's tiles only).
     """
     if blocks is not None and not (
         isinstance(blocks, tuple) and len(blocks) == 2
@@ -79,7 +84,7 @@ def attention(
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}")
     problem = check_problem(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa,
-                            causal_alignment, softcap)
+                            causal_alignment, softcap, window, sinks)
     output, lse = _differentiable_launch(problem, blocks)
     return (output, lse) if return_lse else output
 
@@ -91,7 +96,7 @@ def _differentiable_launch(problem: AttentionProblem, blocks: tuple[int, int] | 
     """
     from .backward import FusedAttentionFunction  # backward.py imports launch from here
 
-    return FusedAttentionFunction.apply(problem.query, problem.key, problem.value, problem, blocks)
+    return FusedAttentionFunction.apply(problem.query, problem.key, problem.value, problem.sinks, problem, blocks)
 
 
 def forward(problem: AttentionProblem) -> torch.Tensor:

@@ -12,6 +12,14 @@ Scores are kept in base 2: ``s = scale * log2(e) * q.k`` so that
 ``exp(scale * q.k - m) = exp2(s - m)``; the log-sum-exp written at the end
 is converted back to natural units.
 
+Sliding windows (``WINDOW``): query ``i`` sits at key position
+``p = i + causal_offset`` and sees keys ``p - window_left <= j <= p +
+window_right``. A block visits only the key tiles some of its rows can see;
+tiles wholly outside every row's window are never loaded, so the work grows
+with ``L x W``, not ``L x S``. Sinks (``HAS_SINKS``): each head's logit joins
+every row's softmax denominator as a virtual key whose value is 0 (it seeds
+the running state), so the log-sum-exp written includes it.
+
 Offsets: a tensor may hold more than 2**31 elements, so every offset of a
 block's or a tile's first row from the start of a tensor is computed in
 64 bits; offsets inside one tile (at most 256 rows, see
@@ -40,10 +48,11 @@ def _attend_to_key_tiles(
     acc, m, l, q,
     key_base, value_base, mask_base,
     rows, tile_begin, tile_end, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
+    window_left, window_right,
     stride_ks, stride_vs, stride_ml, stride_ms,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr,
-    SOFTCAP: tl.constexpr, CHECK_EDGES: tl.constexpr,
+    SOFTCAP: tl.constexpr, WINDOW: tl.constexpr, CHECK_EDGES: tl.constexpr,
 ):
     """Fold the key tiles in ``[tile_begin, tile_end)`` into the state ``(acc, m, l)`` of one query block.
 
@@ -54,8 +63,9 @@ def _attend_to_key_tiles(
     masks; ``softcap_log2 = c * log2(e)`` is the cap in base-2 units.
 
     ``CHECK_EDGES`` is False for the tiles that every row of the block sees
-    whole (left of the causal diagonal, before the last key): they skip the
-    bounds and causal masks, and most of the time goes there.
+    whole (left of the causal diagonal, inside every row's window, before
+    the last key): they skip the bounds, causal and window masks, and most
+    of the time goes there.
     """
     dims = tl.arange(0, BLOCK_E)
     value_dims = tl.arange(0, BLOCK_EV)
@@ -93,6 +103,10 @@ def _attend_to_key_tiles(
             allowed = cols[None, :] < keys_visible
             if IS_CAUSAL:
                 allowed = allowed & (cols[None, :] <= rows[:, None] + causal_offset)
+            if WINDOW:
+                positions = rows[:, None] + causal_offset  # each query's place among the keys
+                allowed = allowed & (cols[None, :] >= positions - window_left)
+                allowed = allowed & (cols[None, :] <= positions + window_right)
             if MASK_KIND != NO_MASK:
                 mask_ok = (rows[:, None] < query_len) & (cols[None, :] < keys_visible)
                 mask_tile = mask_base + tl.cast(tile_start, tl.int64) * stride_ms
@@ -130,43 +144,61 @@ def _attend_to_key_tiles(
 
 @triton.jit
 def _key_tiles_of_query_block(
-    block_start, batch, key_lengths, query_len, key_len, causal_offset,
+    block_start, batch, key_lengths, query_len, key_len, causal_offset, window_left, window_right,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
-    HAS_KEY_LENGTHS: tl.constexpr,
+    HAS_KEY_LENGTHS: tl.constexpr, WINDOW: tl.constexpr,
 ):
-    """Which keys the query block starting at row ``block_start`` visits: ``(keys_visible, full_tiles_end)``.
+    """Which keys the query block starting at row ``block_start`` visits.
 
-    Tiles past the last key that any of its rows may see (``keys_visible``)
-    are skipped, not masked: with a causal mask that is about half of all
-    tiles, with key lengths everything past the padding. Tiles before
-    ``full_tiles_end`` are seen whole by every row of the block.
+    Returns ``(first_tile, full_tiles_begin, full_tiles_end, keys_visible)``:
+    the block visits the tiles from ``first_tile`` up to the last key that
+    any of its rows may see (``keys_visible``, exclusive); those in
+    ``[full_tiles_begin, full_tiles_end)`` every row sees whole, the others
+    are masked. Tiles outside are skipped, not masked: with a causal mask
+    that is about half of all tiles, with key lengths everything past the
+    padding, with a window all but about ``(W + BLOCK_M) / BLOCK_N`` tiles per block.
     """
     keys_visible = key_len
     if HAS_KEY_LENGTHS:
         keys_visible = tl.minimum(keys_visible, tl.load(key_lengths + batch))
     full_tiles_end = (keys_visible // BLOCK_N) * BLOCK_N
+    # Row i sits at key position i + causal_offset. Keys to the right: the
+    # block's last real row sees the most, its first row the fewest ...
+    first_position = block_start + causal_offset
+    last_position = tl.minimum(block_start + BLOCK_M, query_len) - 1 + causal_offset
     if IS_CAUSAL:
-        # Row i sees keys j <= i + causal_offset: the block's last real row sees the most ...
-        last_row = tl.minimum(block_start + BLOCK_M, query_len) - 1
-        keys_visible = tl.minimum(keys_visible, tl.maximum(last_row + causal_offset + 1, 0))
-        # ... and its first row the fewest.
-        first_row_sees = tl.maximum(block_start + causal_offset + 1, 0)
-        full_tiles_end = tl.minimum(full_tiles_end, (first_row_sees // BLOCK_N) * BLOCK_N)
-    return keys_visible, full_tiles_end
+        keys_visible = tl.minimum(keys_visible, tl.maximum(last_position + 1, 0))
+        full_tiles_end = tl.minimum(full_tiles_end, (tl.maximum(first_position + 1, 0) // BLOCK_N) * BLOCK_N)
+    first_tile = 0
+    full_tiles_begin = 0
+    if WINDOW:
+        keys_visible = tl.minimum(keys_visible, tl.maximum(last_position + window_right + 1, 0))
+        full_tiles_end = tl.minimum(
+            full_tiles_end, (tl.maximum(first_position + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
+        # ... and keys to the left, the other way round: the first row reaches
+        # furthest, the last row least far.
+        first_tile = (tl.maximum(first_position - window_left, 0) // BLOCK_N) * BLOCK_N
+        full_tiles_begin = tl.cdiv(tl.maximum(last_position - window_left, 0), BLOCK_N) * BLOCK_N
+        # A window narrower than the block's rows leaves no tile whole: then
+        # everything from first_tile to keys_visible is masked.
+        full_tiles_begin = tl.minimum(tl.maximum(full_tiles_begin, first_tile), keys_visible)
+        full_tiles_end = tl.maximum(full_tiles_end, full_tiles_begin)
+    return first_tile, full_tiles_begin, full_tiles_end, keys_visible
 
 
 @triton.jit
 def attention_forward_kernel(
-    query, key, value, output, log_sum_exp, mask, key_lengths,
+    query, key, value, output, log_sum_exp, mask, key_lengths, sinks,
     stride_qb, stride_qh, stride_ql,
     stride_kb, stride_kh, stride_ks,
     stride_vb, stride_vh, stride_vs,
     stride_ob, stride_oh, stride_ol,
     stride_mb, stride_mh, stride_ml, stride_ms,
     query_heads, group_size, query_len, key_len, causal_offset, scale_log2, softcap_log2,
+    window_left, window_right,
     HEAD_DIM: tl.constexpr, VALUE_DIM: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr,
     IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr, HAS_KEY_LENGTHS: tl.constexpr,
-    SOFTCAP: tl.constexpr,
+    SOFTCAP: tl.constexpr, WINDOW: tl.constexpr, HAS_SINKS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """``O = softmax(scale * Q K^T + mask) V`` and its log-sum-exp for one block of query rows.
@@ -175,8 +207,11 @@ def attention_forward_kernel(
     ``key (B, Hkv, S, E)``, ``value (B, Hkv, S, Ev)``, ``output (B, Hq, L, Ev)``
     (each with a contiguous last dimension), ``log_sum_exp (B * Hq, L)`` fp32
     contiguous, ``mask`` broadcast to ``(B, Hq, L, S)`` by its strides (0 on
-    broadcast axes), ``key_lengths (B,)`` int32. ``E`` and ``Ev`` are padded to
-    the powers of two ``BLOCK_E`` and ``BLOCK_EV``; the loads mask the padding.
+    broadcast axes), ``key_lengths (B,)`` int32, ``sinks (Hq,)`` fp32 in the
+    units of the scaled (and capped) scores (natural, not base 2). ``window_left`` and
+    ``window_right`` are finite (the launcher bounds an open side by the
+    lengths). ``E`` and ``Ev`` are padded to the powers of two ``BLOCK_E``
+    and ``BLOCK_EV``; the loads mask the padding.
     """
     block = tl.program_id(0)
     batch_head = tl.program_id(1)
@@ -199,33 +234,47 @@ def attention_forward_kernel(
     q_ptrs = q_block + tile_rows[:, None] * stride_ql + dims[None, :]
     q = tl.load(q_ptrs, mask=(rows[:, None] < query_len) & (dims[None, :] < HEAD_DIM), other=0.0)
 
-    keys_visible, full_tiles_end = _key_tiles_of_query_block(
-        block_start, batch, key_lengths, query_len, key_len, causal_offset,
-        BLOCK_M, BLOCK_N, IS_CAUSAL, HAS_KEY_LENGTHS,
+    first_tile, full_tiles_begin, full_tiles_end, keys_visible = _key_tiles_of_query_block(
+        block_start, batch, key_lengths, query_len, key_len, causal_offset, window_left, window_right,
+        BLOCK_M, BLOCK_N, IS_CAUSAL, HAS_KEY_LENGTHS, WINDOW,
     )
 
     # State per query row before any key: m = -inf, l = 0, acc = 0, all fp32.
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_EV], dtype=tl.float32)
+    if HAS_SINKS:
+        # The head's sink is one more key with logit s_h and value 0: the state
+        # starts as if it had been folded in, m = s_h (base 2, like the scores),
+        # l = exp2(s_h - m) = 1, acc = 0. It joins every denominator and the lse.
+        m = tl.zeros([BLOCK_M], dtype=tl.float32) + tl.load(sinks + head) * LOG2_E
+        l = tl.full([BLOCK_M], 1.0, dtype=tl.float32)
 
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, mask_base,
-        rows, 0, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2, softcap_log2,
-        stride_ks, stride_vs, stride_ml, stride_ms,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP,
+        rows, full_tiles_begin, full_tiles_end, keys_visible, query_len, causal_offset, scale_log2,
+        softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
         CHECK_EDGES=False,
     )
     acc, m, l = _attend_to_key_tiles(
         acc, m, l, q, key_base, value_base, mask_base,
         rows, full_tiles_end, keys_visible, keys_visible, query_len, causal_offset, scale_log2,
-        softcap_log2, stride_ks, stride_vs, stride_ml, stride_ms,
-        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP,
+        softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
+        HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
         CHECK_EDGES=True,
     )
+    if WINDOW:  # the tiles that the window's left edge cuts (the order of tiles is free)
+        acc, m, l = _attend_to_key_tiles(
+            acc, m, l, q, key_base, value_base, mask_base,
+            rows, first_tile, full_tiles_begin, keys_visible, query_len, causal_offset, scale_log2,
+            softcap_log2, window_left, window_right, stride_ks, stride_vs, stride_ml, stride_ms,
+            HEAD_DIM, VALUE_DIM, BLOCK_E, BLOCK_EV, BLOCK_M, BLOCK_N, IS_CAUSAL, MASK_KIND, SOFTCAP, WINDOW,
+            CHECK_EDGES=True,
+        )
 
     # (eq. 8.5) O = acc / l. A row that saw no allowed key has l = 0 and
-    # acc = 0: its output is 0, not 0/0.
+    # acc = 0: its output is 0, not 0/0 (with a sink, l = 1 and acc = 0).
     has_keys = l > 0
     safe_l = tl.where(has_keys, l, 1.0)
     out = acc / safe_l[:, None]
@@ -234,7 +283,7 @@ def attention_forward_kernel(
     tl.store(o_ptrs, out.to(output.dtype.element_ty),
              mask=(rows[:, None] < query_len) & (value_dims[None, :] < VALUE_DIM))
     # (eq. 8.6) lse = m + log(l), here (m + log2 l) * ln 2 since m is in base 2;
-    # -inf for a row with no allowed key. The backward pass rebuilds the weights from it.
+    # -inf for a row with no allowed key (and no sink). The backward pass rebuilds the weights from it.
     lse = tl.where(has_keys, (m + tl.math.log2(safe_l)) * LN_2, float("-inf"))
     tl.store(log_sum_exp + batch_head.to(tl.int64) * query_len + rows, lse, mask=rows < query_len)
 

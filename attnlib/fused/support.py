@@ -17,8 +17,12 @@ import torch
 from ..problem import AttentionProblem
 
 NAME = "fused"
-#: The kernel caps scores with ``softcap`` (attnlib.dispatch.OPT_IN_FEATURES).
+#: The kernels cap scores with ``softcap``, skip and mask outside a ``window`` and fold
+#: ``sinks`` into their softmax, forward and backward (attnlib.dispatch.OPT_IN_FEATURES).
+#: :func:`attnlib.fused.decode`, which the dispatcher never calls, takes neither window nor sinks.
 SUPPORTS_SOFTCAP = True
+SUPPORTS_WINDOW = True
+SUPPORTS_SINKS = True
 HEAD_DIMS = (16, 256)  # smallest and largest E and Ev the kernel takes
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INTERPRETER_DTYPES = (torch.float16, torch.float32)  # NumPy has no bfloat16
@@ -84,6 +88,9 @@ def unaddressable_reason(problem: AttentionProblem) -> str | None:
         if length > INT32_MAX - MAX_BLOCK:
             return (f"{name} has {length} rows; the kernel counts rows in 32 bits, "
                     f"up to {INT32_MAX - MAX_BLOCK}")
+    if problem.window is not None and problem.query_len + problem.key_len > INT32_MAX - 2 * MAX_BLOCK:
+        return (f"with a window the kernels compute key positions up to L + S = "
+                f"{problem.query_len + problem.key_len} in 32 bits, up to {INT32_MAX - 2 * MAX_BLOCK}")
     for name, (row_stride, element_stride) in _row_strides(problem).items():
         reach = tile_reach(row_stride, element_stride)
         if reach > INT32_MAX:

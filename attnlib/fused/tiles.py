@@ -36,6 +36,11 @@ AUTOTUNE_CONFIGS = {
     # Small tiles keep the fp32 products in registers.
     "fma": (TileConfig(64, 16, 8, 1), TileConfig(32, 32, 8, 1)),
 }
+#: With a window the forward kernel has a third tile loop and more masks, and these tiles,
+#: the default before sm_90, spill registers at E = 128 on sm_80 (24 bytes stored, 56 loaded,
+#: Triton 3.9; none on sm_90, none at E = 64): a call with a window on sm_80 ... sm_89 tunes
+#: over the other configurations (tests/test_fused_compile.py compiles its default).
+SPILLS_WITH_A_WINDOW_BEFORE_SM_90 = TileConfig(128, 64, 8, 3)
 #: Queries up to this many (decoding, short prompts) are tuned on their own,
 #: without query blocks taller than themselves.
 SHORT_QUERY_ROWS = 64
@@ -43,15 +48,20 @@ SHORT_QUERY_ROWS = 64
 INTERPRETER_BLOCKS = (32, 32)
 
 
-def autotune_configs(capability: tuple[int, int], query_len: int,
-                     dtype: torch.dtype) -> tuple[str, tuple[TileConfig, ...]]:
-    """The configurations the autotuner picks from on a GPU of ``capability``, and their list's name."""
+def autotune_configs(capability: tuple[int, int], query_len: int, dtype: torch.dtype,
+                     window: bool = False) -> tuple[str, tuple[TileConfig, ...]]:
+    """The configurations the autotuner picks from on a GPU of ``capability``, and their list's name.
+
+    ``window``: whether the call has a window (see ``SPILLS_WITH_A_WINDOW_BEFORE_SM_90``).
+    """
     if capability < (8, 0) or dtype == torch.float32:
         return "fma", AUTOTUNE_CONFIGS["fma"]
+    name, configs = "tensor_cores", AUTOTUNE_CONFIGS["tensor_cores"]
+    if window and capability < (9, 0):
+        name, configs = f"{name}, window", tuple(c for c in configs if c != SPILLS_WITH_A_WINDOW_BEFORE_SM_90)
     if query_len <= SHORT_QUERY_ROWS:
-        short = tuple(c for c in AUTOTUNE_CONFIGS["tensor_cores"] if c.block_m <= SHORT_QUERY_ROWS)
-        return "tensor_cores, short queries", short
-    return "tensor_cores", AUTOTUNE_CONFIGS["tensor_cores"]
+        name, configs = f"{name}, short queries", tuple(c for c in configs if c.block_m <= SHORT_QUERY_ROWS)
+    return name, configs
 
 
 def length_bucket(length: int) -> int:
@@ -60,33 +70,34 @@ def length_bucket(length: int) -> int:
 
 
 def autotune_bucket(capability: tuple[int, int], query_len: int, key_len: int,
-                    dtype: torch.dtype) -> tuple[str, int, int]:
+                    dtype: torch.dtype, window: bool = False) -> tuple[str, int, int]:
     """Which autotuner a call goes to: (configuration list's name, query bucket, key bucket)."""
-    name, _ = autotune_configs(capability, query_len, dtype)
+    name, _ = autotune_configs(capability, query_len, dtype, window)
     return name, length_bucket(query_len), length_bucket(key_len)
 
 
 #: Triton's autotuners, one per ``autotune_bucket``.
 _autotuned: dict[tuple[str, int, int], object] = {}
-AUTOTUNE_KEY = ["HEAD_DIM", "VALUE_DIM", "IS_CAUSAL", "MASK_KIND", "HAS_KEY_LENGTHS"]
+AUTOTUNE_KEY = ["HEAD_DIM", "VALUE_DIM", "IS_CAUSAL", "MASK_KIND", "HAS_KEY_LENGTHS", "WINDOW"]
 
 
-def autotuned_kernel(capability: tuple[int, int], query_len: int, key_len: int, dtype: torch.dtype):
+def autotuned_kernel(capability: tuple[int, int], query_len: int, key_len: int, dtype: torch.dtype,
+                     window: bool = False):
     """The compiled kernel under Triton's autotuner, for the lengths' buckets.
 
     The best tiles depend on the lengths (short queries, long keys), but a
     key of exact lengths would tune again for every new length. So each
     bucket of lengths (``length_bucket``) has an autotuner of its own, which
     tunes at its first call and keeps its pick; within a bucket it tunes
-    again when a head width, the causal flag or the kind of mask changes,
+    again when a head width, the causal flag, the kind of mask or the window flag changes,
     and Triton adds the tensors' dtypes to that key. Compiled kernels are
     shared by all autotuners.
     """
-    bucket = autotune_bucket(capability, query_len, key_len, dtype)
+    bucket = autotune_bucket(capability, query_len, key_len, dtype, window)
     if bucket not in _autotuned:
         import triton
 
-        _, configs = autotune_configs(capability, query_len, dtype)
+        _, configs = autotune_configs(capability, query_len, dtype, window)
         _autotuned[bucket] = triton.autotune(
             configs=[triton_config(c) for c in configs], key=AUTOTUNE_KEY,
         )(kernel_module().attention_forward_kernel)
