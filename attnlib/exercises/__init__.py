@@ -17,15 +17,14 @@ answers them. Each checker is registered under the label of its exercise in the 
 with a ``prompt`` that says what ``answer`` must be; the checkers of chapter
 NN live in ``attnlib/exercises/chNN.py`` and are registered on import.
 
-``python -m attnlib.exercises student-edition OUT`` writes the chapters
-without their solutions, with a check cell after each exercise that has a
-checker.
+:func:`student_notebook` turns a chapter into its student edition: no
+solutions, and a check cell after each exercise that has a checker. The
+book's repository writes that edition with its markup converted for Jupyter
+(``make student-edition``, through ``tools/jupyter_edition.py``).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import pathlib
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -252,40 +251,6 @@ def student_notebook(notebook: dict) -> dict:
             if label in CHECKERS:
                 cells.append(_check_cell(label))
     return {**notebook, "cells": cells}
-
-
-def write_student_edition(chapters: pathlib.Path, out: pathlib.Path) -> list[pathlib.Path]:
-    """Write the student edition of every ``chapters/NN_*.ipynb`` into ``out``.
-
-    Raises ValueError when ``chapters`` holds no chapter, so that a wrong folder is not a silent no-op.
-    """
-    paths = sorted(chapters.glob("[0-9][0-9]_*.ipynb"))
-    if not paths:
-        raise ValueError(f"chapters should be a folder of NN_*.ipynb notebooks, got {str(chapters)!r} "
-                         "with none (run from the book's repository, or pass --chapters)")
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path in paths:
-        target = out / path.name
-        notebook = student_notebook(json.loads(path.read_text()))
-        target.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
-        written.append(target)
-    return written
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m attnlib.exercises")
-    sub = parser.add_subparsers(dest="command", required=True)
-    edition = sub.add_parser("student-edition", help="write the chapters without solutions")
-    edition.add_argument("out", type=pathlib.Path)
-    edition.add_argument("--chapters", type=pathlib.Path, default=pathlib.Path("chapters"))
-    args = parser.parse_args(argv)
-    try:
-        written = write_student_edition(args.chapters, args.out)
-    except ValueError as exc:
-        parser.error(str(exc))
-    for path in written:
-        print(f"wrote {path}")
 
 
 # Each chapter's checkers register themselves on import; they need the helpers above.
