@@ -42,16 +42,9 @@ from reference import max_error  # noqa: E402
 
 import test_fused_gpu as gpu_tests  # noqa: E402  (the GPU tests' cases and checks, for their twins)
 
-if not fused.triton_installed():
-    pytest.skip("Triton is not installed", allow_module_level=True)
+from interpreter import skip_without_triton, triton_interprets  # noqa: E402,F401  (autouse)
 
-
-@pytest.fixture(autouse=True)
-def _triton_interprets():
-    assert fused.triton_interprets(), (
-        "Triton was imported in compiling mode before this module set TRITON_INTERPRET=1; "
-        "run `pytest tests/test_fused_backward_interpreter.py` in a process of its own"
-    )
+skip_without_triton()
 
 
 #: The absolute term of the tolerance: fp32 errors are of order 1e-6 on gradients of order 1.

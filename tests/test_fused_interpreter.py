@@ -29,16 +29,9 @@ from attnlib.masks import allowed_positions  # noqa: E402
 from attnlib.problem import check_problem  # noqa: E402
 from reference import assert_as_accurate_as_naive, float64_reference, max_error  # noqa: E402
 
-if not fused.triton_installed():
-    pytest.skip("Triton is not installed", allow_module_level=True)
+from interpreter import skip_without_triton, triton_interprets  # noqa: E402,F401  (autouse)
 
-
-@pytest.fixture(autouse=True)
-def _triton_interprets():
-    assert fused.triton_interprets(), (
-        "Triton was imported in compiling mode before this module set TRITON_INTERPRET=1; "
-        "run `pytest tests/test_fused_interpreter.py` in a process of its own"
-    )
+skip_without_triton()
 
 
 @dataclass(frozen=True)

@@ -34,16 +34,9 @@ from test_window_and_sinks import attention_float64, window_allowed  # noqa: E40
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
 from fused_window_tiles import record_tile_loops, tiles_needed  # noqa: E402  (benchmarks/ is no package)
 
-if not fused.triton_installed():
-    pytest.skip("Triton is not installed", allow_module_level=True)
+from interpreter import skip_without_triton, triton_interprets  # noqa: E402,F401  (autouse)
 
-
-@pytest.fixture(autouse=True)
-def _triton_interprets():
-    assert fused.triton_interprets(), (
-        "Triton was imported in compiling mode before this module set TRITON_INTERPRET=1; "
-        "run `pytest tests/test_fused_window_and_sinks.py` in a process of its own"
-    )
+skip_without_triton()
 
 
 #: The absolute term of the tolerance: fp32 errors are of order 1e-6.
