@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import book_pages  # noqa: E402
 import jupyter_edition  # noqa: E402
-from install_cells import first_code_cell, install_cell_source, repository  # noqa: E402
+from install_cells import EXTRAS, first_code_cell, install_cell_source, repository  # noqa: E402
 
 # builds the book (tests/conftest.py: book_html), like tests/test_book.py
 pytestmark = pytest.mark.book
@@ -215,7 +215,8 @@ def test_the_install_cell_is_the_one_the_install_cell_test_checks(editions):
     for kind, (out, converters) in editions.items():
         for page in converters:
             cell = first_code_cell(json.loads((out / f"{page}.ipynb").read_text()))
-            assert "".join(cell["source"]) == install_cell_source(*repository()), (kind, page)
+            extra = EXTRAS.get(pathlib.Path(page).name + ".ipynb")
+            assert "".join(cell["source"]) == install_cell_source(*repository(), extra), (kind, page)
 
 
 def test_a_converted_chapter_runs_and_prints_its_stored_outputs(editions, tmp_path):

@@ -154,7 +154,7 @@ class Book:
         for caption in article.find_all("span", class_="caption-number"):
             owner = caption.find_parent(id=True)
             if owner is not None and owner.name != "section":
-                self.shown[(page, owner["id"])] = re.sub(r"^Fig\. ", "Figure ", _words(caption))
+                self.shown[(page, owner["id"])] = _words(caption)  # "Fig. 13.1", "Exercise 8.1", as the book
 
     def _read_bibliography(self, bibfile: pathlib.Path) -> dict[str, Target]:
         """Citation key -> its entry in the bibliography, with the author-year text the book cites.
