@@ -14,6 +14,7 @@ import re
 import sys
 from dataclasses import dataclass
 
+import page_math
 import tasks
 from attnlib import exercises
 
@@ -136,7 +137,9 @@ def markdown_table(bank: tasks.Bank) -> str:
     titles = {e.label: e.chapter_title for e in all_exercises()}
     lines = ["| Label | Chapter | What the answer is | Auto | By hand | Numbers |", "|---|---|---|---|---|---|"]
     for label, chapter, checks, auto, manual, kind in rows(bank):
-        lines.append(f"| `{label}` | {{doc}}`{titles[label]} <chapters/{chapter}>` | {cell(checks)} | {auto} | {manual} "
+        # the prompt as students read it in plain text, with its math typeset for the page
+        shown = page_math.typeset(checks) if label in exercises.CHECKERS else checks
+        lines.append(f"| `{label}` | {{doc}}`{titles[label]} <chapters/{chapter}>` | {cell(shown)} | {auto} | {manual} "
                      f"| {kind} |")
     return "\n".join(lines)
 

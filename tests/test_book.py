@@ -580,6 +580,21 @@ def test_no_page_is_a_wall(rendered):
         f"{name} {height:,} px" for name, height in long.items())
 
 
+@pytest.mark.book
+@needs_chromium
+def test_the_exercise_catalogue_fits_a_phone_with_its_math_typeset(rendered):
+    """At 390 px the instructor page's catalogue needs no sideways scrolling (each exercise is
+    a card), and its prompts' math is typeset, not ASCII ("Var(q . k)")."""
+    _, report = rendered[("instructor", PHONE)]
+    wide = [item for item in report["overflowing"] if item["where"].lower().startswith("the exercise catalogue")]
+    assert not wide, f"At {PHONE} px the catalogue scrolls sideways:\n{describe(wide)}"
+    dom, _ = rendered[("instructor", DESKTOP)]  # the phone's DOM is its frame's
+    start = dom.index('id="the-exercise-catalogue"')
+    catalogue = dom[start:dom.index("</section>", start)]
+    assert catalogue.count("<mjx-container") >= 20, "the catalogue's math is not typeset"
+    assert "Var(q . k)" not in catalogue and "sigma_q" not in catalogue
+
+
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # one line per request would bury a failure's report
         pass
