@@ -94,6 +94,7 @@
     const shown = element("output", { for: input.id, className: "live-value" });
     const text = () => (show ? show(stops[+input.value]) : String(stops[+input.value]));
     const refresh = () => {
+      input.dataset.value = String(stops[+input.value]);
       shown.textContent = text();
       input.setAttribute("aria-valuetext", text());
     };
