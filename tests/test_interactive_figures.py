@@ -13,18 +13,24 @@ Math.cos, and sum in other orders. Numbers shown as text agree with attnlib's ro
 same places, except where attnlib's value lies within 1e-9 of a rounding boundary. Tile kinds
 and counts agree exactly.
 
-Also: every control is a native, labelled, focusable element (so the keyboard works); nothing
-the page requests leaves the page's host (file://); no console error; the figure fits its column.
+Also: every control is a native, labelled, focusable element; nothing the page requests leaves
+the page's host (file://); no console error; the figure fits its column. And from the keyboard
+alone, in a 390-px viewport: Chromium driven over its DevTools protocol (on a pipe, no package
+needed) tabs from each figure's first control to the next and presses a key on each (arrows,
+space, enter), as trusted input; each press must move that control and the figure with it.
 """
 import html as html_module
 import json
 import math
+import os
 import pathlib
 import re
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -84,10 +90,9 @@ SCENARIOS = [
     ]),
 ]
 
-DRIVER = r"""
-<script>
+# What a test reads from a figure and how it moves a control, as window.__liveTest.
+HELPERS = r"""
 (function () {
-  const SCENARIO = __SCENARIO__;
   const read = {
     "saturation": (root) => ({
       weights: [...root.querySelectorAll(".live-bar-row")].map((r) => +r.dataset.weight),
@@ -142,6 +147,15 @@ DRIVER = r"""
     else if (how === "checked") { c.checked = value; c.dispatchEvent(new Event("change", { bubbles: true })); }
     else if (how === "click") c.click();
   }
+  window.__liveTest = { read, settings, controls, act };
+})();
+"""
+
+# Runs a scenario once the page has loaded and writes the report into the DOM (--dump-dom).
+DRIVER = "<script>" + HELPERS + r"""
+(function () {
+  const SCENARIO = __SCENARIO__;
+  const { read, settings, controls, act } = window.__liveTest;
   function run() {
     const root = document.querySelector(`.live-figure[data-figure="${SCENARIO.figure}"]`);
     if (!root || !root.classList.contains("live-figure-ready")) throw new Error("the figure was not built");
@@ -334,3 +348,162 @@ def test_the_jupyter_edition_keeps_the_static_figures_and_drops_the_placeholders
               if cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name") == "fig-widget-first-draw"]
     assert len(figure) == 1 and any("image/png" in output.get("data", {}) for output in figure[0]["outputs"])
     assert any("SaturationDemo(seed=0)" in source for source in sources)
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``).
+
+    Chromium reads commands from its file descriptor 3 and answers on 4, each message JSON
+    ended by a NUL. Events that arrive while waiting for an answer are kept in ``events``.
+    """
+
+    KEYS = {"Tab": ("Tab", 9, None), "ArrowLeft": ("ArrowLeft", 37, None), "ArrowUp": ("ArrowUp", 38, None),
+            "ArrowRight": ("ArrowRight", 39, None), "ArrowDown": ("ArrowDown", 40, None),
+            " ": ("Space", 32, " "), "Enter": ("Enter", 13, "\r")}
+
+    def __init__(self, width: int):
+        commands_read, self._commands = os.pipe()
+        self._answers, answers_write = os.pipe()
+
+        def wire():  # in the child: its fds 3 and 4 (via fds out of their way)
+            os.dup2(commands_read, 100)
+            os.dup2(answers_write, 101)
+            os.dup2(100, 3)
+            os.dup2(101, 4)
+
+        self.profile = tempfile.mkdtemp()
+        self.process = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+             "--remote-debugging-pipe", f"--user-data-dir={self.profile}", "about:blank"],
+            preexec_fn=wire, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(commands_read)
+        os.close(answers_write)
+        self.buffer, self.last_id, self.events = b"", 0, []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Page", "Network", "Runtime"):
+            self.call(f"{domain}.enable", page=True)
+        self.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=1000,
+                  deviceScaleFactor=1, mobile=False)
+
+    def _message(self, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while b"\0" not in self.buffer:
+            ready, _, _ = select.select([self._answers], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError("chromium did not answer")
+            chunk = os.read(self._answers, 1 << 20)
+            if not chunk:
+                raise EOFError("chromium closed its pipe")
+            self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method: str, page: bool = False, **params) -> dict:
+        self.last_id += 1
+        message = {"id": self.last_id, "method": method, "params": params}
+        if page:
+            message["sessionId"] = self.session
+        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        while True:
+            answer = self._message()
+            if answer.get("id") == self.last_id:
+                assert "error" not in answer, f"{method}: {answer['error']}"
+                return answer.get("result", {})
+            self.events.append(answer)
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", page=True, url=url)
+        while not any(event.get("method") == "Page.loadEventFired" for event in self.events):
+            self.events.append(self._message())
+
+    def evaluate(self, expression: str):
+        result = self.call("Runtime.evaluate", page=True, expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def press(self, key: str) -> None:
+        code, virtual, text = self.KEYS[key]
+        down = {"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": virtual}
+        self.call("Input.dispatchKeyEvent", page=True, **(down if text is None else dict(down, text=text)))
+        self.call("Input.dispatchKeyEvent", page=True, type="keyUp", key=key, code=code,
+                  windowsVirtualKeyCode=virtual)
+
+    def errors(self) -> list[str]:
+        found = []
+        for event in self.events:
+            if event.get("method") == "Runtime.exceptionThrown":
+                found.append(str(event["params"]["exceptionDetails"].get("exception", {}).get("description")))
+            elif event.get("method") == "Runtime.consoleAPICalled" and event["params"]["type"] == "error":
+                found.append(" ".join(str(a.get("value", a.get("description"))) for a in event["params"]["args"]))
+        return found
+
+    def requests(self) -> list[str]:
+        return [event["params"]["request"]["url"] for event in self.events
+                if event.get("method") == "Network.requestWillBeSent"]
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close")
+        except (EOFError, OSError, TimeoutError):
+            pass
+        finally:
+            self.process.wait(timeout=60)
+            os.close(self._commands)
+            os.close(self._answers)
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+# (page, figure, [(key, settings the page must then report)]); the first key goes to the
+# figure's first control, focused; Tab moves on to the next control, in the page's order
+KEYBOARD = [
+    ("chapters/04_softmax_saturation", "saturation", [
+        ("ArrowRight", {"d": 128}), ("Tab", {}), (" ", {"scaled": False}), ("Tab", {}),
+        ("Enter", {"draw": 1}), ("Enter", {"draw": 2}),
+    ]),
+    ("chapters/05_stability_and_masks", "mask-builder", [
+        ("ArrowRight", {"L": 5}), ("Tab", {}), ("ArrowRight", {"S": 7}), ("Tab", {}),
+        ("ArrowUp", {"causal": "top_left"}), ("Tab", {}), ("ArrowDown", {"left": "3"}), ("Tab", {}),
+        ("ArrowDown", {"right": "0"}), ("Tab", {}), ("ArrowLeft", {"valid": 5}), ("Tab", {}),
+        (" ", {"sink-on": True}), ("Tab", {}), ("ArrowRight", {"sink": 0.5}),
+    ]),
+    ("chapters/08_online_softmax", "online-softmax", [
+        ("ArrowUp", {"block": "2", "read": 4}), ("Tab", {}), ("ArrowRight", {"read": 5}), ("Tab", {}),
+        ("Enter", {"read": 4}), ("Tab", {}), ("Enter", {"read": 5}),
+    ]),
+    ("chapters/09_1_the_kernel", "kernel-tiles", [
+        ("ArrowLeft", {"n": 384}), ("Tab", {}), ("ArrowDown", {"block-m": "128"}), ("Tab", {}),
+        ("ArrowUp", {"block-n": "32"}), ("Tab", {}), (" ", {"causal": False}), ("Tab", {}),
+        ("ArrowDown", {"left": "255"}),
+    ]),
+]
+
+
+@pytest.mark.book
+@needs_chromium
+@pytest.mark.parametrize("page, figure, presses", KEYBOARD, ids=[k[1] for k in KEYBOARD])
+def test_every_control_works_from_the_keyboard_on_a_phone(book_html, page, figure, presses):
+    browser = Browser(PHONE)
+    try:
+        browser.open((book_html / f"{page}.html").as_uri())
+        assert browser.evaluate("window.innerWidth") == PHONE
+        browser.evaluate(HELPERS)
+        root = f'document.querySelector(\'.live-figure[data-figure="{figure}"]\')'
+        browser.evaluate(f"{root}.querySelector('[data-control]').focus()")
+        focused, expected, draw = [], {}, 0
+        for key, moved in presses:
+            browser.press(key)
+            focused.append(browser.evaluate("document.activeElement.dataset.control"))
+            state = browser.evaluate(f"({{settings: __liveTest.settings({root}), shown: __liveTest.read['{figure}']({root})}})")
+            draw = moved.get("draw", draw)
+            expected.update({k: v for k, v in moved.items() if k != "draw"})
+            assert {k: state["settings"][k] for k in expected} == expected, (key, focused[-1], state["settings"])
+            CHECKS[figure](dict(state["settings"], draw=draw), state["shown"])
+        names = browser.evaluate(f"[...{root}.querySelectorAll('[data-control]')].map(c => c.dataset.control)")
+        assert set(focused) == set(names), f"never reached from the keyboard: {set(names) - set(focused)}"
+        assert not browser.errors(), browser.errors()
+        remote = [url for url in browser.requests() if not url.startswith("file://")]
+        assert not remote, f"requests leaving the page's host: {remote}"
+    finally:
+        browser.close()
