@@ -290,7 +290,10 @@ def check_kernel_tiles(settings: dict, shown: dict) -> None:
     assert len(shown["kinds"]) == kinds.size
     np.testing.assert_array_equal(page, kinds)
     assert shown["counts"] == {"visited": int((kinds > 0).sum()), "masked": int((kinds == live_figures.MASKED).sum()),
-                               "whole": int((kinds == live_figures.WHOLE).sum())}
+                               "whole": int((kinds == live_figures.WHOLE).sum()),
+                               "without-window": int((live_figures.tile_kinds(
+                                   settings["n"], int(settings["block-m"]), int(settings["block-n"]),
+                                   settings["causal"]) > 0).sum())}
 
 
 CHECKS = {"saturation": check_saturation, "mask-builder": check_mask_builder,
@@ -507,3 +510,34 @@ def test_every_control_works_from_the_keyboard_on_a_phone(book_html, page, figur
         assert not remote, f"requests leaving the page's host: {remote}"
     finally:
         browser.close()
+
+
+PDFTOTEXT = shutil.which("pdftotext")
+
+# (page, the static figure's caption start, text that only the live figure shows)
+PRINTED = [
+    ("chapters/04_softmax_saturation", "One query and eight keys (seed 0, first draw)", "divide the scores by"),
+    ("chapters/05_stability_and_masks", "Weights of 4 queries over 6 keys", "Query i sits at key position"),
+    ("chapters/08_online_softmax", "Online softmax over the 16 keys", "correction exp(m_old"),
+    ("chapters/09_1_the_kernel", "tiles the fused kernel visits for causal", "without the window:"),
+]
+
+
+@pytest.mark.book
+@needs_chromium
+@pytest.mark.skipif(PDFTOTEXT is None, reason="needs poppler-utils (pdftotext, pdfimages) to read the printed page")
+@pytest.mark.parametrize("page, caption, live_only", PRINTED, ids=[p[0].split("/")[1][:2] for p in PRINTED])
+def test_print_keeps_the_static_figure_under_the_same_caption(book_html, tmp_path, page, caption, live_only):
+    pdf = tmp_path / "page.pdf"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--no-pdf-header-footer", "--virtual-time-budget=10000",
+                    f"--print-to-pdf={pdf}", (book_html / f"{page}.html").as_uri()],
+                   capture_output=True, timeout=180, check=True)
+    pages = subprocess.run([PDFTOTEXT, str(pdf), "-"], capture_output=True, text=True, check=True).stdout.split("\f")
+    text = [" ".join(p.split()) for p in pages]
+    where = [number for number, words in enumerate(text, start=1) if caption in words]
+    assert where, f"{page}: the printed page has no caption starting {caption!r}"
+    assert not any(live_only in words for words in text), f"{page}: the live figure is printed"
+    images = subprocess.run(["pdfimages", "-list", "-f", str(where[0] - 1 or 1), "-l", str(where[0]), str(pdf)],
+                            capture_output=True, text=True, check=True).stdout.splitlines()[2:]
+    assert images, f"{page}: no image printed near the caption"

@@ -68,7 +68,8 @@
         "visited ", live.element("strong", { "data-shown": "visited", "data-value": String(visited) }, String(visited)),
         ` of ${flat.length} tiles (`, live.element("span", { "data-shown": "masked", "data-value": String(count(1)) }, String(count(1))),
         " masked, ", live.element("span", { "data-shown": "whole", "data-value": String(count(2)) }, String(count(2))),
-        ` whole); without the window: ${withoutWindow}` + (back === null || !causal.checked ? "" : `; per query block about (W + BLOCK_M) / BLOCK_N = ${((back + 1 + bm) / bn).toFixed(1)}`),
+        " whole); without the window: ", live.element("span", { "data-shown": "without-window", "data-value": String(withoutWindow) }, String(withoutWindow)),
+        (back === null || !causal.checked ? "" : `; per query block about (W + BLOCK_M) / BLOCK_N = ${((back + 1 + bm) / bn).toFixed(1)}`),
       );
     }
     n.input.addEventListener("input", update);

@@ -51,8 +51,9 @@
       return out;
     }
 
-    function term(name, value, text) {
-      state.append(live.element("dt", {}, name), live.element("dd", { "data-shown": value[0], "data-value": String(value[1]) }, text));
+    function term(name, shown, value, text) {
+      const attributes = value === null ? { "data-shown": shown } : { "data-shown": shown, "data-value": String(value) };
+      state.append(live.element("dt", {}, name), live.element("dd", attributes, text));
     }
 
     function update() {
@@ -75,15 +76,15 @@
       if (!now) {
         state.append(live.element("dt", {}, "before any key"), live.element("dd", {}, "m = −∞, ℓ = 0, acc = 0"));
       } else {
-        term("this block's scores", ["block-scores", now.blockMax],
+        term("this block's scores", "block-scores", null,
              scores.slice(now.start, now.end).map((s) => s.toFixed(3)).join(", "));
-        term("running maximum m", ["m", now.m], now.m.toFixed(4));
-        term("correction exp(m_old − m)", ["correction", now.correction], now.correction.toFixed(4));
-        term("sum ℓ", ["l", now.l], now.l.toFixed(4));
-        term("acc", ["acc", now.acc], now.acc.toFixed(4));
-        term("output acc / ℓ", ["output", now.output], now.output.toFixed(4));
+        term("running maximum m", "m", now.m, now.m.toFixed(4));
+        term("correction exp(m_old − m)", "correction", now.correction, now.correction.toFixed(4));
+        term("sum ℓ", "l", now.l, now.l.toFixed(4));
+        term("acc", "acc", now.acc, now.acc.toFixed(4));
+        term("output acc / ℓ", "output", now.output, now.output.toFixed(4));
         if (t === KEYS / size) {
-          term("all keys read: lse = m + ln ℓ", ["lse", now.m + Math.log(now.l)], (now.m + Math.log(now.l)).toFixed(4));
+          term("all keys read: lse = m + ln ℓ", "lse", now.m + Math.log(now.l), (now.m + Math.log(now.l)).toFixed(4));
         }
       }
       const head = live.element("tr");
