@@ -14,6 +14,7 @@
     const keys = generator.matrix(KEYS, WIDTH);
     const values = generator.matrix(KEYS, 1).map((row) => row[0]);
     const scores = keys.map((key) => live.dot(query, key, WIDTH) / Math.sqrt(WIDTH));
+    const lowest = Math.min(...scores), highest = Math.max(...scores);
 
     const controls = live.element("div", { className: "live-controls" });
     const block = live.select(controls, {
@@ -66,11 +67,11 @@
       strip.replaceChildren(...scores.map((s, j) => {
         const kind = j < (t - 1) * size ? "read" : j < t * size ? "current" : "unread";
         const cell = live.element("span", { className: `live-key live-${kind}`, "data-score": String(s), title: `key ${j}: score ${s.toFixed(3)}, value ${values[j].toFixed(3)}` });
-        cell.style.setProperty("--score", s.toFixed(3));
+        cell.style.setProperty("--height", ((s - lowest) / (highest - lowest)).toFixed(3));  // bar height: the score
         if (j % size === 0) cell.classList.add("live-block-start");
         return cell;
       }));
-      strip.setAttribute("aria-label", `${KEYS} keys in blocks of ${size}; ${t * size} read`);
+      strip.setAttribute("aria-label", `the scores of ${KEYS} keys as bars, in blocks of ${size}; ${t * size} read`);
 
       state.replaceChildren();
       if (!now) {
