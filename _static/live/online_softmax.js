@@ -30,9 +30,10 @@
     const next = live.button(buttons, { name: "next", label: "next block" });
     controls.append(buttons);
     const strip = live.element("div", { className: "live-strip", role: "img" });
+    const blockScores = live.element("p", { className: "live-note" });
     const state = live.element("dl", { className: "live-state", "aria-live": "polite" });
     const history = live.element("table", { className: "live-history" });
-    root.append(controls, strip, state, history);
+    root.append(controls, strip, blockScores, state, history);
 
     function steps(size) {  // the state after each block, from the recurrence of eqs. 8.2 to 8.4
       let m = -Infinity, l = 0, acc = 0;
@@ -74,11 +75,13 @@
       strip.setAttribute("aria-label", `the scores of ${KEYS} keys as bars, in blocks of ${size}; ${t * size} read`);
 
       state.replaceChildren();
+      blockScores.textContent = now
+        ? `block ${t} (keys ${now.start} to ${now.end - 1}), scores: ${scores.slice(now.start, now.end).map((s) => s.toFixed(3)).join(", ")}`
+        : "no key read yet";
       if (!now) {
         state.append(live.element("dt", {}, "before any key"), live.element("dd", {}, "m = −∞, ℓ = 0, acc = 0"));
       } else {
-        term("this block's scores", "block-scores", null,
-             scores.slice(now.start, now.end).map((s) => s.toFixed(3)).join(", "));
+
         term("running maximum m", "m", now.m, now.m.toFixed(4));
         term("correction exp(m_old − m)", "correction", now.correction, now.correction.toFixed(4));
         term("sum ℓ", "l", now.l, now.l.toFixed(4));
