@@ -5,7 +5,9 @@ chapter also uses for its static figure; :class:`SaturationDemo` only wires
 it to ipywidgets (a ``d`` slider, a scaling toggle and a new-draw button).
 Its callback :meth:`SaturationDemo.update` needs no browser, so a test can
 drive it. Works in Jupyter and in Colab, whose built-in widget manager
-renders core ipywidgets.
+renders core ipywidgets. Its draws come from :class:`attnlib.seeded.SeededNormal`,
+as do those of the HTML book's live version of the figure
+(``_static/live/saturation.js``), so the same seed shows the same draws in both.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 import torch
 
 from .attention import attention_weights
+from .seeded import SeededNormal
 
 #: Key widths the slider offers: powers of two from 4 to 1024.
 DIMS = tuple(2**p for p in range(2, 11))
@@ -31,8 +34,11 @@ class SaturationSummary:
     max_entropy: float  # ln n
 
 
-def draw_query_and_keys(rng: np.random.Generator, dim: int, n_keys: int = 8):
-    """Standard normal query ``(dim,)`` and keys ``(n_keys, dim)`` from ``rng``."""
+def draw_query_and_keys(rng, dim: int, n_keys: int = 8):
+    """Standard normal query ``(dim,)`` and keys ``(n_keys, dim)`` from ``rng``.
+
+    ``rng``: a NumPy generator or a :class:`attnlib.seeded.SeededNormal`.
+    """
     return rng.standard_normal(dim), rng.standard_normal((n_keys, dim))
 
 
@@ -84,7 +90,7 @@ class SaturationDemo:
 
         if dim not in DIMS:
             raise ValueError(f"dim must be one of {DIMS}, got {dim!r}")
-        self.rng = np.random.default_rng(seed)
+        self.rng = SeededNormal(seed)
         self.n_keys = n_keys
         self.dim = widgets.SelectionSlider(options=DIMS, value=dim, description="d")
         self.scaled = widgets.ToggleButton(value=scaled, description="divide by sqrt(d)")

@@ -9,6 +9,7 @@ import torch
 
 import attnlib
 from attnlib.theory import softmax as theory
+from attnlib.seeded import SeededNormal
 from attnlib.widgets import DIMS, SaturationDemo, draw_query_and_keys, saturation_summary
 
 
@@ -158,7 +159,7 @@ def test_unscaled_gradient_vanishes_through_naive_path():
 
 def test_widget_callbacks_follow_slider_toggle_and_button():
     demo = SaturationDemo(seed=11)
-    draws = np.random.default_rng(11)
+    draws = SeededNormal(11)  # the generator the book's live figure also uses
     q, K = draws.standard_normal(max(DIMS)), draws.standard_normal((8, max(DIMS)))
 
     def expected(d, scaled):

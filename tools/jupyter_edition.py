@@ -379,12 +379,18 @@ def _quote(markdown: str) -> str:
 # --- notebooks --------------------------------------------------------------------------------
 
 HIDDEN_INPUT = {"remove-input", "hide-input"}
+#: the tag of a Markdown cell that holds a live figure's placeholder (_static/live/)
+LIVE_FIGURE = "live-figure"
 
 
 def convert_notebook(notebook: dict, converter: Converter) -> dict:
     """A copy of ``notebook`` whose Markdown cells hold no MyST; the code cells the book hides
-    are collapsed in JupyterLab (``jupyter.source_hidden``). Outputs are kept."""
+    are collapsed in JupyterLab (``jupyter.source_hidden``); live figures' placeholders are
+    dropped (their static figures stay). Outputs are kept."""
     notebook = copy.deepcopy(notebook)
+    # a live figure's placeholder is HTML for the book's scripts; the static figure after it stays
+    notebook["cells"] = [cell for cell in notebook["cells"]
+                         if LIVE_FIGURE not in cell.get("metadata", {}).get("tags", [])]
     for cell in notebook["cells"]:
         if cell["cell_type"] == "markdown":
             cell["source"] = converter.blocks("".join(cell["source"])).splitlines(keepends=True)
