@@ -793,3 +793,22 @@ def test_totals_refuse_a_missing_score(tmp_path):
     (tmp_path / "scores.csv").write_text("student,question,points,score\nalice,ex-07-extrapolate-written,1,\n")
     with pytest.raises(ValueError, match="got none for alice, ex-07-extrapolate-written"):
         written.totals(tmp_path, tmp_path / "scores.csv", tmp_path / "totals.csv")
+
+
+@pytest.mark.parametrize("n,block_m,block_n", [(1024, 128, 64), (2304, 64, 128), (1280, 256, 32), (1024, 32, 64)])
+def test_the_books_causal_tiles_solution_holds_for_every_block_shape(n, block_m, block_n):
+    """The book's solution to ex-09-causal-tiles, run with other blocks (BLOCK_M < BLOCK_N too, where the
+    review found it miscounted), counts the tiles as a brute-force classification of every tile does."""
+    import contextlib
+    import io
+
+    [exercise] = [e for e in catalogue.all_exercises() if e.label == "ex-09-causal-tiles"]
+    code = re.search(r"```python\n(.*?)```", exercise.solution, re.S).group(1).split("import attnlib.exercises")[0]
+    book_numbers = "n, block_m, block_n = 1024, 128, 64"
+    assert book_numbers in code
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(code.replace(book_numbers, f"n, block_m, block_n = {n}, {block_m}, {block_n}"), namespace)
+    counts, fraction = EXAMPLE.tasks["ex-09-causal-tiles"].second({"n": n, "block_m": block_m, "block_n": block_n})
+    assert np.array_equal(np.array(namespace["counts"]), counts)
+    assert namespace["fraction"] == pytest.approx(fraction)
