@@ -102,7 +102,7 @@ def _written_question(name: str, points: int, prompt: str, solution: str, conver
 def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict | None,
                    converter: Converter) -> list[dict]:
     """The cells of one exercise; ``params`` are the numbers a graded exercise shows (the reference
-    notebook's, ``REFERENCE_STUDENT``'s, which each student's notebook replaces by theirs).
+    notebook's, which each student's notebook replaces by theirs).
 
     ``converter`` writes the book's markup as the Jupyter edition does (tools/jupyter_edition.py):
     cross-references, equations and citations become links into the published book."""
@@ -201,7 +201,7 @@ def _answers(public: tasks.Task, params: dict, reference, task: tasks.Task) -> b
 
 
 def personalised(notebook: dict, bank: tasks.Bank, course_seed: int, student: str) -> dict:
-    """The student notebook ``notebook`` (made for ``REFERENCE_STUDENT``) with ``student``'s id and numbers."""
+    """The student notebook ``notebook`` (made for the reference student) with ``student``'s id and numbers."""
     notebook = json.loads(json.dumps(notebook))
     graded = {label: task for label, task in bank.tasks.items()}
     for cell in notebook["cells"]:
@@ -246,9 +246,10 @@ PRACTICE_BANNER = (
 
 
 def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.Bank, course_seed: int,
-                    ref: str, book: Book, show_hidden: bool = False, per_student: bool = False) -> dict:
-    """The otter master notebook of ``chapter``, with ``REFERENCE_STUDENT``'s numbers when the numbers
-    are ``per_student`` (each student's notebook then gets theirs, ``personalised``).
+                    ref: str, book: Book, show_hidden: bool = False, student: str = "") -> dict:
+    """The otter master notebook of ``chapter``, with the numbers of ``student`` (the reference
+    notebook's) when the numbers are per student (each student's notebook then gets theirs,
+    ``personalised``); "" when the whole course has the same numbers.
 
     ``show_hidden``: Gradescope shows the hidden tests' results once grades are published (their
     failure text names the exercise, never the answer).
@@ -275,7 +276,7 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
         "answer the chapter's numbers only. Exercises marked *practice* carry no points. Questions marked *in "
         "words* are read and graded by hand."
         + ("\n\nThis notebook's numbers are yours: other students have other ones. Hand in your own notebook, "
-           f"with `{STUDENT_VARIABLE}` as it is." if per_student else "")
+           f"with `{STUDENT_VARIABLE}` as it is." if student else "")
     )
     cells = [_cell("raw", "# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False)),
              _cell("markdown", introduction),
@@ -284,10 +285,9 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
              # Notebook cannot check or export in Colab: attnlib's stands in for it there
              _cell("code", f"import attnlib.exercises.assignment\n"
                            f"grader = attnlib.exercises.assignment.notebook({chapter + '.ipynb'!r})"),
-             *([_cell("code", student_cell(REFERENCE_STUDENT))] if per_student else []),
+             *([_cell("code", student_cell(student))] if student else []),
              _cell("code", tasks.setup_code(chapter[:2]))]
     converter = Converter(book, f"{catalogue.CHAPTERS.relative_to(ROOT).as_posix()}/{chapter}", book_url())
-    student = REFERENCE_STUDENT if per_student else ""
     for exercise in found:
         task = bank.tasks.get(exercise.label)
         cells += question_cells(exercise, bank, task.params(course_seed, student) if task else None, converter)
@@ -382,7 +382,7 @@ def check_installed(commit: str) -> None:
 
 # --- the build --------------------------------------------------------------------------------
 
-def read_roster(path: pathlib.Path) -> list[str]:
+def read_roster(path: pathlib.Path, reference_student: str = REFERENCE_STUDENT) -> list[str]:
     """The students of the roster file ``path``: one email or id a line (# starts a comment), or a
     CSV with an ``Email`` column (Gradescope's roster export)."""
     path = pathlib.Path(path)
@@ -398,15 +398,16 @@ def read_roster(path: pathlib.Path) -> list[str]:
             raise ValueError(f"roster {path} should have an Email column, got the columns {lines[0]!r}")
         lines = [row[column] for row in rows if row[column]]
     students = [tasks.student_key(line) for line in lines]
-    if not students or len(set(students)) != len(students) or REFERENCE_STUDENT in students:
-        raise ValueError(f"roster {path} should name each student once (and not {REFERENCE_STUDENT!r}, "
+    if not students or len(set(students)) != len(students) or reference_student in students:
+        raise ValueError(f"roster {path} should name each student once (and not {reference_student!r}, "
                          f"the reference notebook's), got {len(students)} lines, {len(set(students))} different")
     return students
 
 
 def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None, ref: str | None = None,
           bank: pathlib.Path | None = None, allow_branch: bool = False, show_hidden: bool = False,
-          html: pathlib.Path = ROOT / "_build" / "html", roster: pathlib.Path | None = None) -> list[pathlib.Path]:
+          html: pathlib.Path = ROOT / "_build" / "html", roster: pathlib.Path | None = None,
+          reference_student: str = REFERENCE_STUDENT) -> list[pathlib.Path]:
     """Build the assignments of ``chapters`` (all when None) into ``out``; returns the chapters' folders.
 
     A bank for credit (PUBLIC_PRACTICE false) needs ``ref``, a tag or full commit hash, the installed
@@ -414,7 +415,9 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
     the course seed and their email, in ``NN_topic/student/EMAIL/NN_topic.ipynb``. The public example
     bank (the default) builds practice assignments, the same numbers for everyone, from ``ref`` or
     the book's ``repository.branch``, unchecked. ``html`` is the built book (``make book``), which
-    numbers the cross-references, equations and citations of the exercises' text.
+    numbers the cross-references, equations and citations of the exercises' text. The reference
+    notebook has the numbers of ``reference_student`` (on Gradescope, the instructor's email, which
+    *Test Autograder* submits as).
     """
     from otter.assign import main as otter_assign
 
@@ -437,9 +440,10 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
         commit = resolve_ref(ref, allow_branch)
         pin = commit  # the commit itself, which no later push can move
         check_installed(commit)
-    students = read_roster(roster) if roster is not None and not loaded.public_practice else []
+    reference_student = tasks.student_key(reference_student)
+    students = read_roster(roster, reference_student) if roster is not None and not loaded.public_practice else []
     per_student = bool(students)
-    keyed = [REFERENCE_STUDENT, *students] if per_student else [""]
+    keyed = [reference_student, *students] if per_student else [""]
     book = Book(html)
     built = []
     for path in catalogue.chapter_paths():
@@ -453,7 +457,8 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
             if catalogue.graded(exercise, loaded):
                 references[exercise.label] = answer_key(loaded.tasks[exercise.label], loaded, course_seed, keyed,
                                                         example)
-        master = master_notebook(path.stem, found, loaded, course_seed, pin, book, show_hidden, per_student)
+        master = master_notebook(path.stem, found, loaded, course_seed, pin, book, show_hidden,
+                                 reference_student if per_student else "")
         (source / path.name).write_text(json.dumps(master, indent=1) + "\n")
         shutil.copy(HERE / "grading.py", source / "grading.py")
         shutil.copy(HERE / "tasks.py", source / "tasks.py")
@@ -522,12 +527,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--roster", type=pathlib.Path,
                         help="the students of a graded course, one email a line (or Gradescope's roster CSV): "
                              "each gets numbers of their own")
+    parser.add_argument("--reference-student", default=REFERENCE_STUDENT,
+                        help="whose numbers the reference notebook has: on Gradescope, your own email, which "
+                             "Test Autograder submits as (default: %(default)s)")
     parser.add_argument("--show-hidden", action="store_true",
                         help="show the hidden tests' results on Gradescope once grades are published")
     args = parser.parse_args(argv)
     try:
         built = build(args.out, args.seed, args.chapters, args.ref, args.bank, args.allow_branch, args.show_hidden,
-                      args.html, args.roster)
+                      args.html, args.roster, args.reference_student)
     except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
     for result in built:
