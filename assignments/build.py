@@ -99,10 +99,11 @@ def _written_question(name: str, points: int, prompt: str, solution: str, conver
     ]
 
 
-def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict | None,
+def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict | None, form: dict | None,
                    converter: Converter) -> list[dict]:
     """The cells of one exercise; ``params`` are the numbers a graded exercise shows (the reference
-    notebook's, which each student's notebook replaces by theirs).
+    notebook's, which each student's notebook replaces by theirs), ``form`` its answer's kind, which
+    the visible test checks (``grading.form_of``: no value in it).
 
     ``converter`` writes the book's markup as the Jupyter edition does (tools/jupyter_edition.py):
     cross-references, equations and citations become links into the published book."""
@@ -134,9 +135,12 @@ def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict 
                           f"{name} = answer  # SOLUTION"),
             _cell("raw", "# END SOLUTION"),
             _cell("raw", "# BEGIN TESTS"),
+            # the form of the answer, which the hidden test requires too, and no value
             _test(f"test_{name}_is_answered", 0, False, name,
-                  f"    from attnlib.exercises.assignment import is_answered\n"
-                  f"    assert is_answered({name}), 'replace ... in {name} by your answer, without NaN'"),
+                  f"    from attnlib.exercises.assignment import form_problem, is_answered\n"
+                  f"    assert is_answered({name}), 'replace ... in {name} by your answer, without NaN'\n"
+                  f"    problem = form_problem({name}, {form!r})\n"
+                  f"    assert problem is None, '{name} ' + problem"),
             # the test names the exercise, never its value, so that no failure text can show it; it
             # loads the grading code by its path, which no module a notebook puts in sys.modules replaces
             _test(f"test_{name}", task.points, True, f"{name}, {STUDENT_VARIABLE}",
@@ -187,6 +191,10 @@ def answer_key(task: tasks.Task, bank: tasks.Bank, course_seed: int, students: l
                 raise ValueError(f"task {task.label}: the public example bank's solution should not answer a "
                                  f"task graded for credit, got the right answer with the numbers {params}: change "
                                  "what the task asks, not only its ranges (the instructor page, step 1)")
+        if grading.form_of(reference) != grading.form_of(grading.decode(next(iter(key.values()))["answer"])
+                                                         if key else reference):
+            raise ValueError(f"task {task.label}: its answer should have the same form for every student (the "
+                             f"visible test checks it), got {grading.form_of(reference)} for the numbers {params}")
         key[student] = {"answer": encoded, "rtol": task.rtol, "atol": task.atol, "also_at": task.also_at}
     return key
 
@@ -246,7 +254,8 @@ PRACTICE_BANNER = (
 
 
 def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.Bank, course_seed: int,
-                    ref: str, book: Book, show_hidden: bool = False, student: str = "") -> dict:
+                    ref: str, book: Book, forms: dict[str, dict], show_hidden: bool = False,
+                    student: str = "") -> dict:
     """The otter master notebook of ``chapter``, with the numbers of ``student`` (the reference
     notebook's) when the numbers are per student (each student's notebook then gets theirs,
     ``personalised``); "" when the whole course has the same numbers.
@@ -270,8 +279,8 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
         f"# Assignment: {title}\n\n" + (PRACTICE_BANNER if bank.public_practice else "") +
         f"The exercises of the chapter *{title}*. Work here or in the chapter's notebook, then put each answer "
         "in the cell that names it: the comment above the cell says what the answer is, with your numbers. A "
-        "check cell says whether an answer is filled in, not whether it is right; the grader decides that with "
-        "tests you do not see.\n\n"
+        "check cell says whether an answer is filled in and of the form asked (a pair, an int), not whether it "
+        "is right; the grader decides that with tests you do not see.\n\n"
         "Where an exercise gives **your numbers**, use them instead of the chapter's: the chapter's solutions "
         "answer the chapter's numbers only. Exercises marked *practice* carry no points. Questions marked *in "
         "words* are read and graded by hand."
@@ -290,7 +299,8 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
     converter = Converter(book, f"{catalogue.CHAPTERS.relative_to(ROOT).as_posix()}/{chapter}", book_url())
     for exercise in found:
         task = bank.tasks.get(exercise.label)
-        cells += question_cells(exercise, bank, task.params(course_seed, student) if task else None, converter)
+        cells += question_cells(exercise, bank, task.params(course_seed, student) if task else None,
+                                forms.get(exercise.label), converter)
     for number, cell in enumerate(cells):
         cell["id"] = f"cell-{number}"
     return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
@@ -457,7 +467,8 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
             if catalogue.graded(exercise, loaded):
                 references[exercise.label] = answer_key(loaded.tasks[exercise.label], loaded, course_seed, keyed,
                                                         example)
-        master = master_notebook(path.stem, found, loaded, course_seed, pin, book, show_hidden,
+        forms = {label: grading.form_of(grading.decode(key[keyed[0]]["answer"])) for label, key in references.items()}
+        master = master_notebook(path.stem, found, loaded, course_seed, pin, book, forms, show_hidden,
                                  reference_student if per_student else "")
         (source / path.name).write_text(json.dumps(master, indent=1) + "\n")
         shutil.copy(HERE / "grading.py", source / "grading.py")

@@ -181,7 +181,8 @@ TASKS = [
          solution="""\
 answer = (attnlib.attention_weights(Q, K)[{row} - 1],
           attnlib.scaled_dot_product_attention(Q, K, {factor} * V)[{row} - 1])"""),
-    Task("ex-01-value-width", draw=lambda rng: {"width": rng.randint(2, 64)}, check=lambda p: _assert(p["width"] >= 1, "a positive width"),
+    Task("ex-01-value-width", draw=lambda rng: {"width": rng.randint(2, 64)},
+         check=lambda p: _assert(p["width"] >= 1, "a positive width"),
          second=lambda p: ((3, 3), (3, p["width"])),
          book={"width": 5},
          numbers="Give the values width {width} instead of 5.",
@@ -250,8 +251,9 @@ rows = mc.chunk_rows(mc.independent_pairs("gaussian", {width}), {samples}, {mib}
 answer = (rows, math.ceil({samples} / rows))  # the last chunk may be partial"""),
     Task("ex-05-batch-decode",
          draw=_batch_decode,
-         check=lambda p: _assert(p["first"] == p["slots"] and 1 <= p["second"] < p["slots"], "sequence 1 fills the cache, sequence 2 is shorter"),
-         second=lambda p: np.array([[[True] * p["slots"]], [[True] * p["second"] + [False] * (p["slots"] - p["second"])]]),
+         check=lambda p: _assert(p["first"] == p["slots"] and 1 <= p["second"] < p["slots"],
+                                 "sequence 1 fills the cache, sequence 2 is shorter"),
+         second=lambda p: np.arange(p["slots"])[None, None, :] < np.array([p["first"], p["second"]])[:, None, None],
          book={"slots": 5, "first": 5, "second": 3},
          numbers="The cache has {slots} slots; sequence 1 fills them, sequence 2 has {second} real tokens "
                  "(the mask has shape (2, 1, {slots})).",
@@ -273,8 +275,11 @@ answer = (d_k, math.sqrt({d_model}) / math.sqrt(d_k))"""),
          draw=lambda rng: {"layers": rng.randint(16, 96), "grouped": rng.choice([1, 2, 4, 8]),
                            "full": rng.choice([16, 32, 48, 64]), "width": rng.choice([64, 128]),
                            "tokens": 1024 * rng.randint(4, 128)},
-         check=lambda p: _assert(p["grouped"] < p["full"] and p["full"] % p["grouped"] == 0, "fewer key/value heads that divide the full count"),
-         second=lambda p: tuple(2 * p["layers"] * heads * p["width"] * p["tokens"] * 2 / 2**30 for heads in (p["grouped"], p["full"])),
+         check=lambda p: _assert(p["grouped"] < p["full"] and p["full"] % p["grouped"] == 0,
+                                 "fewer key/value heads that divide the full count"),
+         # keys and values, 2 bytes each in bfloat16, per layer, head, coordinate and token
+         second=lambda p: tuple(2 * p["layers"] * heads * p["width"] * p["tokens"] * 2 / 2**30
+                                for heads in (p["grouped"], p["full"])),
          book={"layers": 80, "grouped": 8, "full": 64, "width": 128, "tokens": 32768}, rtol=FLOAT32,
          numbers="Use {layers} layers, head width {width}, {tokens} tokens in bfloat16, and {grouped} "
                  "key/value heads, then {full}.",
@@ -295,8 +300,10 @@ answer = tuple(kv_cache_bytes({layers}, heads, {width}, {tokens}, dtype=torch.bf
 answer = torch.empty({batch}, {heads}, {n}, {n}, dtype=torch.{dtype}, device="meta").nbytes"""),
     Task("ex-07-max-length",
          draw=_max_length,
-         check=lambda p: _assert(p["small"] < p["large"] and p["dtype"] in BYTES, "a smaller budget first, a dtype of the book"),
-         second=lambda p: tuple(_largest_fitting(gib * 2**30, p["batch"] * p["heads"] * BYTES[p["dtype"]]) for gib in (p["small"], p["large"])),
+         check=lambda p: _assert(p["small"] < p["large"] and p["dtype"] in BYTES,
+                                 "a smaller budget first, a dtype of the book"),
+         second=lambda p: tuple(_largest_fitting(gib * 2**30, p["batch"] * p["heads"] * BYTES[p["dtype"]])
+                                for gib in (p["small"], p["large"])),
          book={"heads": 16, "batch": 2, "small": 24, "large": 48, "dtype": "float16"},
          numbers="Use {heads} heads, a batch of {batch}, {dtype}, and budgets of {small} GiB and {large} GiB.",
          prompt="a pair (n_small, n_large) of ints: the largest n for one {dtype} copy of the scores of {heads} "
@@ -371,7 +378,8 @@ answer = (contiguous, [zigzag[r] + zigzag[2 * {ranks} - 1 - r] for r in range({r
     # 2%: the chapter's table prints the measured throughput to three significant figures.
     Task("ex-11-infiniband",
          draw=lambda rng: {"kv_heads": rng.choice([1, 2, 4, 16]), "gbps": rng.randint(20, 100)},
-         check=lambda p: _assert(32 % p["kv_heads"] == 0 and p["gbps"] > 0, "key/value heads that divide 32 query heads"),
+         check=lambda p: _assert(32 % p["kv_heads"] == 0 and p["gbps"] > 0,
+                                 "key/value heads that divide 32 query heads"),
          book={"kv_heads": 8, "gbps": 50}, rtol=0.02,
          numbers="Use {kv_heads} key/value heads instead of 8, and a link of {gbps} GB/s instead of 50.",
          prompt="a number: the block length L_b (tokens per GPU) above which a ring step is compute-bound, 32 query "
@@ -407,7 +415,8 @@ weights = torch.softmax(-float(sp.Rational("{slope}")) * distance, dim=0)  # a c
 answer = torch.special.entr(weights).sum().item()"""),
     # 1 - tanh^2 cancels: in float32 its absolute error is a few times 1.2e-7 whatever its size,
     # hence an absolute tolerance; caps from 6 keep the smallest slope (at s = 15) above 0.02.
-    Task("ex-12-softcap-slope", draw=lambda rng: {"cap": rng.randint(6, 50)}, check=lambda p: _assert(p["cap"] >= 6, "caps from 6, for which atol=1e-6 is argued"),
+    Task("ex-12-softcap-slope", draw=lambda rng: {"cap": rng.randint(6, 50)},
+         check=lambda p: _assert(p["cap"] >= 6, "caps from 6, for which atol=1e-6 is argued"),
          second=lambda p: [1 - math.tanh(s / p["cap"]) ** 2 for s in (0.0, 5.0, 15.0)],
          book={"cap": 5},
          rtol=FLOAT32, atol=1e-6,
@@ -419,8 +428,10 @@ s = torch.tensor([0.0, 5.0, 15.0], dtype=torch.float64, requires_grad=True)
 answer = s.grad.clone()"""),
     Task("ex-12-temperatures",
          draw=_temperatures,
-         check=lambda p: _assert(p["model"] % p["heads"] == 0 and p["width"] % 32 == 0, "heads divide d_model; a width in multiples of 32"),
-         second=lambda p: [math.sqrt(p["model"] / p["heads"] / p["width"]), math.sqrt(p["width"]) / 8, 1 / math.sqrt(p["width"])],
+         check=lambda p: _assert(p["model"] % p["heads"] == 0 and p["width"] % 32 == 0,
+                                 "heads divide d_model; a width in multiples of 32"),
+         second=lambda p: [math.sqrt(p["model"] / p["heads"] / p["width"]), math.sqrt(p["width"]) / 8,
+                           1 / math.sqrt(p["width"])],
          book={"width": 256, "model": 3072, "heads": 24}, rtol=FLOAT32,
          numbers="Use heads of width {width} and d_model / h = {model} / {heads}: the scales are "
                  "({model}/{heads})^-1/2, 8/{width} and 1, against 1/sqrt({width}).",

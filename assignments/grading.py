@@ -86,6 +86,23 @@ def decode(data: dict):
     return data["value"]
 
 
+def form_of(reference) -> dict:
+    """The kind of ``reference`` (what ``decode`` gives) without its values, for the visible test:
+    ``attnlib.exercises.assignment.form_problem`` checks an answer against it."""
+    if isinstance(reference, tuple):
+        return {"kind": "tuple", "items": [form_of(item) for item in reference]}
+    if isinstance(reference, sp.Basic):
+        return {"kind": "sympy"}
+    if isinstance(reference, bool):
+        return {"kind": "bool"}
+    if isinstance(reference, (int, float)):
+        return {"kind": "number"}
+    if isinstance(reference, np.ndarray):
+        return {"kind": "array", "dtype": "bool" if reference.dtype == bool else "number", "ndim": reference.ndim}
+    raise ValueError(f"a reference answer should be a number, a bool, a SymPy expression, an array or a tuple "
+                     f"of those, got {type(reference).__name__}")
+
+
 # --- matching --------------------------------------------------------------------------------
 
 def _scalar(got) -> float | int | None:

@@ -812,3 +812,35 @@ def test_the_books_causal_tiles_solution_holds_for_every_block_shape(n, block_m,
     counts, fraction = EXAMPLE.tasks["ex-09-causal-tiles"].second({"n": n, "block_m": block_m, "block_n": block_n})
     assert np.array_equal(np.array(namespace["counts"]), counts)
     assert namespace["fraction"] == pytest.approx(fraction)
+
+
+def _same_kind_other_containers(reference) -> list:
+    """``reference`` as a student may give it: itself, a tuple as a list, a tuple of numbers as an array
+    and as a tensor."""
+    forms = [reference]
+    if isinstance(reference, tuple):
+        forms.append(list(reference))
+        if all(isinstance(item, (int, float)) for item in reference):
+            forms += [np.array(reference), torch.tensor(reference)]
+    return forms
+
+
+@pytest.mark.parametrize("task", EXAMPLE.tasks.values(), ids=lambda t: t.label)
+def test_the_visible_check_passes_no_form_the_grader_refuses(task):
+    """The visible test checks the answer's form (``form_problem``, from the reference's kind, no value in
+    it): every natural container of a right answer passes it and the hidden test, and answers of another
+    form fail both, so no check cell says "passed" for an answer the grader turns away for its form."""
+    from attnlib.exercises.assignment import form_problem
+
+    reference = grading.decode(grading.encode(tasks.run(task, task.params(COURSE_SEED))))
+    form = grading.form_of(reference)
+    assert str(reference) not in str(form) or isinstance(reference, bool)
+    for right in _same_kind_other_containers(reference):
+        assert form_problem(right, form) is None, (right, form)
+        assert grading.matches(right, reference, task.rtol, task.atol, task.also_at), right
+    wrong_forms = [{"answer": 1}, (reference, reference, reference), [reference] * 5]
+    if isinstance(reference, tuple):
+        wrong_forms.append(reference[0])
+    for wrong in wrong_forms:
+        assert form_problem(wrong, form) is not None, wrong
+        assert not grading.matches(wrong, reference, task.rtol, task.atol, task.also_at), wrong

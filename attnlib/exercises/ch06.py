@@ -20,7 +20,8 @@ def _twelve_heads(answer):
         return True, f"sqrt(d_model) = sqrt(d_k) * {expected:.4f}: every head's scores are flattened by that factor."
     if abs(t_eff - 768 / d_k) <= 0.01:
         return False, f"{t_eff:g} is the ratio of the widths; the denominators are their square roots."
-    return False, f"T_eff = {t_eff:.4f} is off: write the scale the model divides by and the one a head of its width calls for, and compare them."
+    return False, (f"T_eff = {t_eff:.4f} is off: write the scale the model divides by and the one a head of its "
+                   "width calls for, and compare them.")
 
 
 @checker("ex-06-kv-cache", "a pair (gqa_gib, mha_gib): the KV cache in GiB with 8 key/value heads, and with 64")
