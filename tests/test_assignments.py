@@ -450,21 +450,22 @@ def example_copy(tmp_path: pathlib.Path, old: str, new: str) -> pathlib.Path:
     return bank
 
 
-def test_the_reviews_changed_range_fails_the_build(tmp_path, book_html):
-    """n drawn from 40-400 breaks ex-11-causal-work's constraint (2 W equal chunks): the build says so."""
-    bank = example_copy(tmp_path, '"n": 2 * ranks * rng.randint(2, 12)', '"n": rng.randint(40, 400)')
-    with pytest.raises(ValueError, match="task ex-11-causal-work: its draw should meet the task's constraints.*"
-                                         "2 W equal chunks"):
-        build.build(tmp_path / "out", 20270115, ["11"], ref=head_commit(), bank=bank, html=book_html,
-                    roster=tmp_path / "roster.txt")
+# Copies of the example bank for credit that the build refuses, naming the task: the review's changed
+# range (n from 40-400 breaks ex-11-causal-work's 2 W equal chunks), and a copy with new ranges only,
+# which the example's public solution answers (the review's 44/44).
+REFUSED_COPIES = [
+    ("11", '"n": 2 * ranks * rng.randint(2, 12)', '"n": rng.randint(40, 400)',
+     "task ex-11-causal-work: its draw should meet the task's constraints.*2 W equal chunks"),
+    ("07", '"batch": rng.randint(1, 16)', '"batch": rng.randint(17, 40)',
+     "task ex-07-layer-bytes: the public example bank's solution should not answer"),
+]
 
 
-def test_only_new_ranges_fail_the_build(tmp_path, book_html):
-    """The review's bank (the example with other ranges) is answered by the example's public solution."""
-    bank = example_copy(tmp_path, '"batch": rng.randint(1, 16)', '"batch": rng.randint(17, 40)')
-    with pytest.raises(ValueError, match="task ex-07-layer-bytes: the public example bank's solution should not "
-                                         "answer"):
-        build.build(tmp_path / "out", 20270115, ["07"], ref=head_commit(), bank=bank, html=book_html,
+@pytest.mark.parametrize("chapter,old,new,refusal", REFUSED_COPIES, ids=["changed-range", "new-ranges-only"])
+def test_a_broken_or_public_answer_key_fails_the_build(chapter, old, new, refusal, tmp_path, book_html):
+    bank = example_copy(tmp_path, old, new)
+    with pytest.raises(ValueError, match=refusal):
+        build.build(tmp_path / "out", 20270115, [chapter], ref=head_commit(), bank=bank, html=book_html,
                     roster=tmp_path / "roster.txt")
 
 
