@@ -32,7 +32,8 @@ PATTERNS = {
     r"\bgrading\w*\b|\btasks\b|references\.json|\bgrading_course\b": "reads the grader's files",
     r"submission_metadata|ATTNLIB_STUDENT|\bos\s*\.\s*environ\b|\bputenv\b": "touches who submitted",
     r"\b(exec|eval|compile)\s*\(": "runs code from a string",
-    r"\bopen\s*\(|\bread_text\b|\bread_bytes\b|\bos\s*\.\s*(listdir|walk|scandir)\b|\bglob\b": "reads files",
+    r"\bopen\s*\(|\bread_text\b|\bread_bytes\b|\bos\s*\.\s*(listdir|walk|scandir|chdir)\b|\bglob\b":
+        "reads files or moves away from them",
     r"\bglobals\s*\(|\bsetattr\s*\(|\b__dict__\b|\b__code__\b": "rewrites objects or names",
     r"\bsubprocess\b|\bos\s*\.\s*system\b|\bpickle\b|\bdill\b": "runs other processes or unpickles",
 }
