@@ -38,14 +38,18 @@ student-edition: book
 # with hidden tests, reference solutions (instructor.md). BANK is the question bank kept outside
 # the repository (default: the public example bank, practice only); REF the tag or commit the
 # autograder installs (needed with BANK; ALLOW_BRANCH=1 accepts a branch, with a warning);
-# COURSE_SEED draws each exercise's numbers.
+# ROSTER the students' emails (needed with BANK: each student gets numbers of their own);
+# REFERENCE_STUDENT whose numbers the reference notebook has; COURSE_SEED draws the numbers.
 COURSE_SEED ?= 0
 BANK ?=
 REF ?=
+ROSTER ?=
+REFERENCE_STUDENT ?=
 ALLOW_BRANCH ?=
 assignments: book
 	$(VENV)/bin/python assignments/build.py _build/assignments --seed $(COURSE_SEED) \
-		$(if $(BANK),--bank $(BANK)) $(if $(REF),--ref $(REF)) $(if $(ALLOW_BRANCH),--allow-branch)
+		$(if $(BANK),--bank $(BANK)) $(if $(REF),--ref $(REF)) $(if $(ROSTER),--roster $(ROSTER)) \
+		$(if $(REFERENCE_STUDENT),--reference-student $(REFERENCE_STUDENT)) $(if $(ALLOW_BRANCH),--allow-branch)
 
 clean:
 	rm -rf _build $(VENV)

@@ -1,6 +1,6 @@
 """Build the graded assignments: one otter-grader assignment per chapter with exercises.
 
-    python assignments/build.py OUT --bank BANK --seed N --ref TAG_OR_COMMIT [--chapters 01 07]
+    python assignments/build.py OUT --bank BANK --seed N --ref TAG_OR_COMMIT --roster ROSTER [--chapters 01 07]
 
 BANK is the question bank (see tasks.py), kept outside the public repository for a course
 graded for credit; without --bank the public example bank is used and every assignment says it
@@ -8,7 +8,10 @@ is practice. For each chapter, writes an otter "master" notebook with its suppor
 OUT/source/NN_topic/ (solutions and reference answers: never hand that folder out) and runs
 ``otter assign`` on it, which writes
 
-    OUT/NN_topic/student/NN_topic.ipynb         the notebook to hand out
+    OUT/NN_topic/student/NN_topic.ipynb         the notebook to hand out (practice: one for all)
+    OUT/NN_topic/student/EMAIL/NN_topic.ipynb   a graded course: each student's own notebook
+    OUT/NN_topic/autograder/blank_NN_topic.ipynb   a graded course: the blank notebook of the
+                                                reference's numbers (for checking the build)
     OUT/NN_topic/autograder/autograder.zip      the bundle for Gradescope or ``otter run``,
                                                 with the hidden tests and the course's answers
     OUT/NN_topic/autograder/NN_topic.ipynb      the reference solutions
@@ -17,8 +20,11 @@ OUT/source/NN_topic/ (solutions and reference answers: never hand that folder ou
     OUT/build.json                              what was built from: seed, ref and its commit, bank
 
 An exercise of the bank becomes an autograded question whose hidden test compares the answer
-with the reference for the course's numbers, computed here by the installed attnlib, which
-must be the ref the autograder installs. Any other checked exercise is practice (attnlib's
+with the reference for the submitting student's numbers, which the autograder computes with the
+bank in the bundle. The build computes every student's reference too, with the installed
+attnlib (which must be the commit the autograder installs), and refuses a task whose drawn
+numbers break its constraints, whose second computation disagrees, or which the public example
+bank's solution answers. Any other checked exercise is practice (attnlib's
 check, no points); an exercise that asks why, and every exercise without a checker, gets a
 written answer graded by hand.
 """
@@ -53,6 +59,10 @@ import attnlib  # noqa: E402
 from attnlib.exercises.assignment import answer_name  # noqa: E402
 
 OTTER_VERSION = "7.0.0"
+# The identity of the reference notebook (autograder/NN_topic.ipynb): its numbers are this
+# "student"'s, and grading it as this student gives full marks.
+REFERENCE_STUDENT = "instructor"
+STUDENT_VARIABLE = "student_id"
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z`$(])")
 
 
@@ -89,9 +99,11 @@ def _written_question(name: str, points: int, prompt: str, solution: str, conver
     ]
 
 
-def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, course_seed: int,
-                   converter: Converter) -> tuple[list[dict], dict]:
-    """The cells of one exercise, and the reference answers they are graded against (label -> reference).
+def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict | None, form: dict | None,
+                   converter: Converter) -> list[dict]:
+    """The cells of one exercise; ``params`` are the numbers a graded exercise shows (the reference
+    notebook's, which each student's notebook replaces by theirs), ``form`` its answer's kind, which
+    the visible test checks (``grading.form_of``: no value in it).
 
     ``converter`` writes the book's markup as the Jupyter edition does (tools/jupyter_edition.py):
     cross-references, equations and citations become links into the published book."""
@@ -103,7 +115,7 @@ def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, course_seed: 
     if not exercise.checked:
         prompt = (heading + "\n\nRun what the exercise asks in the chapter's notebook, then describe what you "
                             "found and what it tells you.")
-        return _written_question(exercise.label, manual, prompt, exercise.solution, converter), {}
+        return _written_question(exercise.label, manual, prompt, exercise.solution, converter)
     if not catalogue.graded(exercise, bank):
         cells = [
             _cell("markdown", heading + "\n\n**Practice, no points.** The book's solutions answer this exercise "
@@ -114,35 +126,109 @@ def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, course_seed: 
         ]
     else:
         task = bank.tasks[exercise.label]
-        params = task.params(course_seed)
         cells = [
             _cell("raw", f"# BEGIN QUESTION\nname: {exercise.label}\npoints: {task.points}"),
-            _cell("markdown", f"{_without_practice_check(heading)}\n\n**Your numbers.** "
-                              f"{task.numbers.format(**params)}"),
+            _cell("markdown", f"{_without_practice_check(heading)}\n\n{numbers_line(task, params)}"),
             _cell("raw", "# BEGIN SOLUTION"),
-            _cell("code", f"# {exercise.label}, with your numbers: {task.prompt.format(**params)}\n"
+            _cell("code", f"{prompt_line(task, params)}\n"
                           f"# BEGIN SOLUTION NO PROMPT\n{task.code(params)}\n# END SOLUTION\n"
                           f"{name} = answer  # SOLUTION"),
             _cell("raw", "# END SOLUTION"),
             _cell("raw", "# BEGIN TESTS"),
+            # the form of the answer, which the hidden test requires too, and no value
             _test(f"test_{name}_is_answered", 0, False, name,
-                  f"    from attnlib.exercises.assignment import is_answered\n"
-                  f"    assert is_answered({name}), 'replace ... in {name} by your answer, without NaN'"),
-            # the test names the exercise, never its value, so that no failure text can show it
-            _test(f"test_{name}", task.points, True, name,
-                  f"    from grading import matches_reference\n"
-                  f"    assert matches_reference({name}, {exercise.label!r}), 'not the answer for your numbers'"),
+                  f"    from attnlib.exercises.assignment import form_problem, is_answered\n"
+                  f"    assert is_answered({name}), 'replace ... in {name} by your answer, without NaN'\n"
+                  f"    problem = form_problem({name}, {form!r})\n"
+                  f"    assert problem is None, '{name} ' + problem"),
+            # the test names the exercise, never its value, so that no failure text can show it; it
+            # loads the grading code by its path, which no module a notebook puts in sys.modules replaces
+            _test(f"test_{name}", task.points, True, f"{name}, {STUDENT_VARIABLE}",
+                  f"    import importlib.util, pathlib\n"
+                  f"    spec = importlib.util.spec_from_file_location('course_grading', "
+                  f"pathlib.Path('grading.py').resolve())\n"
+                  f"    grading = importlib.util.module_from_spec(spec)\n"
+                  f"    spec.loader.exec_module(grading)\n"
+                  f"    assert grading.matches_reference({name}, {exercise.label!r}, {STUDENT_VARIABLE}), "
+                  f"'not the answer for your numbers'"),
             _cell("raw", "# END TESTS"), _cell("raw", "# END QUESTION"),
         ]
     if exercise.written:
         cells += _written_question(f"{exercise.label}-written", manual,
                                    f"**In words** (`{exercise.label}`): answer the part of the exercise above that "
                                    "asks for a reason or a comparison.", exercise.solution, converter)
-    if not catalogue.graded(exercise, bank):
-        return cells, {}
-    reference = {"answer": grading.encode(tasks.run(task, params)), "rtol": task.rtol, "atol": task.atol,
-                 "also_at": task.also_at}
-    return cells, {exercise.label: reference}
+    return cells
+
+
+def numbers_line(task: tasks.Task, params: dict) -> str:
+    return f"**Your numbers.** {task.numbers.format(**params)}"
+
+
+def prompt_line(task: tasks.Task, params: dict) -> str:
+    return f"# {task.label}, with your numbers: {task.prompt.format(**params)}"
+
+
+# --- the answer key: every student's reference, checked -----------------------------------------
+
+def answer_key(task: tasks.Task, bank: tasks.Bank, course_seed: int, students: list[str],
+               example: tasks.Bank) -> dict[str, dict]:
+    """Student -> the reference answer of ``task`` (encoded), each drawn variant checked: its numbers
+    meet the task's constraints (``Task.check``), its second computation (``Task.second``) agrees,
+    its answer has the same form for all, and, for a bank graded for credit, the public example
+    bank's solution does not answer it."""
+    key, forms = {}, set()
+    for student in students:
+        params = task.params(course_seed, student)
+        encoded = grading.encode(tasks.run(task, params))
+        reference = grading.decode(encoded)
+        if task.second is not None:
+            second = task.second(params)
+            if not grading.matches(second, reference, task.rtol, task.atol, task.also_at):
+                raise ValueError(f"task {task.label}: its solution and its second computation should agree, got "
+                                 f"{reference!r} and {second!r} for the numbers {params}: one of them is wrong")
+        if not bank.public_practice and task.label in example.tasks:
+            public = example.tasks[task.label]
+            if _answers(public, params, reference, task):
+                raise ValueError(f"task {task.label}: the public example bank's solution should not answer a "
+                                 f"task graded for credit, got the right answer with the numbers {params}: change "
+                                 "what the task asks, not only its ranges (the instructor page, step 1)")
+        forms.add(json.dumps(grading.form_of(reference), sort_keys=True))
+        if len(forms) > 1:
+            raise ValueError(f"task {task.label}: its answer should have the same form for every student (the "
+                             f"visible test checks it), got {grading.form_of(reference)} for the numbers {params}")
+        key[student] = {"answer": encoded, "rtol": task.rtol, "atol": task.atol, "also_at": task.also_at}
+    return key
+
+
+def _answers(public: tasks.Task, params: dict, reference, task: tasks.Task) -> bool:
+    """Whether ``public``'s solution, given ``params`` (where its template takes them), gives ``reference``."""
+    try:
+        value = tasks.run(public, params)
+    except Exception:  # the numbers do not fit the example's template: nothing to substitute
+        return False
+    return grading.matches(value, reference, task.rtol, task.atol, task.also_at)
+
+
+def personalised(notebook: dict, bank: tasks.Bank, course_seed: int, student: str) -> dict:
+    """The student notebook ``notebook`` (made for the reference student) with ``student``'s id and numbers."""
+    notebook = json.loads(json.dumps(notebook))
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and source.startswith(f"{STUDENT_VARIABLE} = "):
+            source = student_cell(student)
+        for label, task in bank.tasks.items():
+            if cell["cell_type"] == "markdown" and f"(`{label}`)" in source and "**Your numbers.** " in source:
+                source = source[:source.rindex("**Your numbers.** ")] + numbers_line(
+                    task, task.params(course_seed, student))
+            if cell["cell_type"] == "code" and source.startswith(f"# {label}, with your numbers: "):
+                source = prompt_line(task, task.params(course_seed, student)) + "\n" + source.partition("\n")[2]
+        cell["source"] = source
+    return notebook
+
+
+def student_cell(student: str) -> str:
+    return (f"{STUDENT_VARIABLE} = {student!r}  # the email your course knows you by: the grader checks it "
+            "against your submission\n")
 
 
 def install_source(ref: str) -> str:
@@ -167,8 +253,11 @@ PRACTICE_BANNER = (
 
 
 def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.Bank, course_seed: int,
-                    ref: str, book: Book, show_hidden: bool = False) -> tuple[dict, dict]:
-    """The otter master notebook of ``chapter``, and the reference answers of its graded questions.
+                    ref: str, book: Book, forms: dict[str, dict], show_hidden: bool = False,
+                    student: str = "") -> dict:
+    """The otter master notebook of ``chapter``, with the numbers of ``student`` (the reference
+    notebook's) when the numbers are per student (each student's notebook then gets theirs,
+    ``personalised``); "" when the whole course has the same numbers.
 
     ``show_hidden``: Gradescope shows the hidden tests' results once grades are published (their
     failure text names the exercise, never the answer).
@@ -178,7 +267,7 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
         "export_cell": {"pdf": False, "instructions": "Run this cell and hand in the file it writes "
                                                       "(in Colab, the notebook it downloads)."},
         "generate": {"pdf": False, "filtering": False, "show_stdout": False, "show_hidden": show_hidden},
-        "autograder_files": ["grading.py", grading.REFERENCES], "requirements": "requirements.txt",
+        "autograder_files": list(grading.SUPPORT_FILES), "requirements": "requirements.txt",
         "overwrite_requirements": True, "tests": {"files": False, "ok_format": False},
         # the autograder computes with the Python that computed the references, and has git for
         # requirements.txt's git+ install of attnlib (otter's setup installs no git)
@@ -189,11 +278,13 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
         f"# Assignment: {title}\n\n" + (PRACTICE_BANNER if bank.public_practice else "") +
         f"The exercises of the chapter *{title}*. Work here or in the chapter's notebook, then put each answer "
         "in the cell that names it: the comment above the cell says what the answer is, with your numbers. A "
-        "check cell says whether an answer is filled in, not whether it is right; the grader decides that with "
-        "tests you do not see.\n\n"
+        "check cell says whether an answer is filled in and of the form asked (a pair, an int), not whether it "
+        "is right; the grader decides that with tests you do not see.\n\n"
         "Where an exercise gives **your numbers**, use them instead of the chapter's: the chapter's solutions "
         "answer the chapter's numbers only. Exercises marked *practice* carry no points. Questions marked *in "
         "words* are read and graded by hand."
+        + ("\n\nThis notebook's numbers are yours: other students have other ones. Hand in your own notebook, "
+           f"with `{STUDENT_VARIABLE}` as it is." if student else "")
     )
     cells = [_cell("raw", "# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False)),
              _cell("markdown", introduction),
@@ -202,19 +293,18 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
              # Notebook cannot check or export in Colab: attnlib's stands in for it there
              _cell("code", f"import attnlib.exercises.assignment\n"
                            f"grader = attnlib.exercises.assignment.notebook({chapter + '.ipynb'!r})"),
+             *([_cell("code", student_cell(student))] if student else []),
              _cell("code", tasks.setup_code(chapter[:2]))]
-    references = {}
     converter = Converter(book, f"{catalogue.CHAPTERS.relative_to(ROOT).as_posix()}/{chapter}", book_url())
     for exercise in found:
-        more, answers = question_cells(exercise, bank, course_seed, converter)
-        cells += more
-        references.update(answers)
+        task = bank.tasks.get(exercise.label)
+        cells += question_cells(exercise, bank, task.params(course_seed, student) if task else None,
+                                forms.get(exercise.label), converter)
     for number, cell in enumerate(cells):
         cell["id"] = f"cell-{number}"
-    notebook = {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                                            "name": "python3"}},
-                "nbformat": 4, "nbformat_minor": 5}
-    return notebook, references
+    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                        "name": "python3"}},
+            "nbformat": 4, "nbformat_minor": 5}
 
 
 def requirements(ref: str) -> str:
@@ -237,22 +327,31 @@ def _git(*args: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
+_FULL_HASH = re.compile(r"[0-9a-f]{40}")
+
+
 def resolve_ref(ref: str, allow_branch: bool) -> str:
-    """The commit that ``ref`` (a tag or a commit; a branch only with ``allow_branch``) names."""
+    """The commit that ``ref`` names: a tag or a full (40-hex) commit hash, which cannot move; a branch
+    only with ``allow_branch``. Anything else (a short hash, ``origin/main``, ``main~0``) is refused."""
     commit = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if commit is None:
         raise ValueError(f"ref should be a tag or commit of the book's repository, got {ref!r}, which git "
                          f"does not know there (fetch it, or check the spelling)")
+    if _FULL_HASH.fullmatch(ref) or _git("show-ref", "--verify", "--quiet", f"refs/tags/{ref}") is not None:
+        return commit
     is_branch = any(_git("show-ref", "--verify", "--quiet", f"refs/{kind}/{ref}") is not None
                     for kind in ("heads", "remotes/origin"))
+    if is_branch and allow_branch:
+        warnings.warn(f"building from the branch {ref!r} (now {commit[:12]}): the autograder installs that "
+                      "commit; tag it for a course", stacklevel=2)
+        return commit
     if is_branch:
-        if not allow_branch:
-            raise ValueError(f"ref should be a tag or commit, got the branch {ref!r}: a branch moves, so the "
-                             "autograder would install another library than the one that computed the answers "
-                             "(pass --allow-branch to build from it anyway)")
-        warnings.warn(f"building from the branch {ref!r} (now {commit[:12]}): the autograder installs whatever "
-                      "the branch holds when it runs; tag the commit for a course", stacklevel=2)
-    return commit
+        raise ValueError(f"ref should be a tag or commit, got the branch {ref!r}: a branch moves, so the "
+                         "autograder would install another library than the one that computed the answers "
+                         "(pass --allow-branch to build from its current commit anyway)")
+    raise ValueError(f"ref should be a tag or a full 40-hex commit hash, got {ref!r}, which git reads as "
+                     f"{commit[:12]} today but is neither: a short hash can become ambiguous and a revision "
+                     f"expression can move; pass {commit}")
 
 
 def _blob_id(data: bytes) -> str:
@@ -292,30 +391,68 @@ def check_installed(commit: str) -> None:
 
 # --- the build --------------------------------------------------------------------------------
 
+def read_roster(path: pathlib.Path, reference_student: str = REFERENCE_STUDENT) -> list[str]:
+    """The students of the roster file ``path``: one email or id a line (# starts a comment), or a
+    CSV with an ``Email`` column (Gradescope's roster export)."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise ValueError(f"roster should be a file with one student's email a line, got {str(path)!r}, "
+                         "which is not a file")
+    lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
+    lines = [line for line in lines if line]
+    if lines and "," in lines[0]:
+        rows = list(csv.DictReader(lines))
+        column = next((name for name in rows[0] if name.strip().lower() == "email"), None) if rows else None
+        if column is None:
+            raise ValueError(f"roster {path} should have an Email column, got the columns {lines[0]!r}")
+        lines = [row[column] for row in rows if row[column]]
+    students = [tasks.student_key(line) for line in lines]
+    if not students or len(set(students)) != len(students) or reference_student in students:
+        raise ValueError(f"roster {path} should name each student once (and not {reference_student!r}, "
+                         f"the reference notebook's), got {len(students)} lines, {len(set(students))} different")
+    return students
+
+
 def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None, ref: str | None = None,
           bank: pathlib.Path | None = None, allow_branch: bool = False, show_hidden: bool = False,
-          html: pathlib.Path = ROOT / "_build" / "html") -> list[pathlib.Path]:
+          html: pathlib.Path = ROOT / "_build" / "html", roster: pathlib.Path | None = None,
+          reference_student: str = REFERENCE_STUDENT) -> list[pathlib.Path]:
     """Build the assignments of ``chapters`` (all when None) into ``out``; returns the chapters' folders.
 
-    A bank for credit (PUBLIC_PRACTICE false) needs ``ref``, a tag or commit, and the installed attnlib
-    at that commit. The public example bank (the default) builds practice assignments from ``ref`` or
+    A bank for credit (PUBLIC_PRACTICE false) needs ``ref``, a tag or full commit hash, the installed
+    attnlib at that commit, and a ``roster``: each student gets numbers of their own, drawn with
+    the course seed and their email, in ``NN_topic/student/EMAIL/NN_topic.ipynb``. The public example
+    bank (the default) builds practice assignments, the same numbers for everyone, from ``ref`` or
     the book's ``repository.branch``, unchecked. ``html`` is the built book (``make book``), which
-    numbers the cross-references, equations and citations of the exercises' text.
+    numbers the cross-references, equations and citations of the exercises' text. The reference
+    notebook has the numbers of ``reference_student`` (on Gradescope, the instructor's email, which
+    *Test Autograder* submits as).
     """
     from otter.assign import main as otter_assign
 
     loaded = tasks.load_bank(bank or tasks.EXAMPLE_BANK)
+    example = tasks.load_bank(tasks.EXAMPLE_BANK)
     if loaded.public_practice:
         ref = ref or repository()[1]
         commit = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        pin = ref
         print(f"{loaded.path.name} is public practice: the assignments say so and are not for credit",
               file=sys.stderr)
     else:
         if ref is None:
             raise ValueError(f"ref should be the tag or commit the autograder installs for the graded bank "
                              f"{loaded.path}, got none (pass --ref, or REF= to make)")
+        if roster is None:
+            raise ValueError(f"roster should be the file of the course's students (one email a line) for the "
+                             f"graded bank {loaded.path}, got none (pass --roster, or ROSTER= to make): each "
+                             "student gets numbers of their own")
         commit = resolve_ref(ref, allow_branch)
+        pin = commit  # the commit itself, which no later push can move
         check_installed(commit)
+    reference_student = tasks.student_key(reference_student)
+    students = read_roster(roster, reference_student) if roster is not None and not loaded.public_practice else []
+    per_student = bool(students)
+    keyed = [reference_student, *students] if per_student else [""]
     book = Book(html)
     built = []
     for path in catalogue.chapter_paths():
@@ -324,16 +461,28 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
             continue
         source = out / "source" / path.stem
         source.mkdir(parents=True, exist_ok=True)
-        master, references = master_notebook(path.stem, found, loaded, course_seed, ref, book, show_hidden)
+        references = {}
+        for exercise in found:
+            if catalogue.graded(exercise, loaded):
+                references[exercise.label] = answer_key(loaded.tasks[exercise.label], loaded, course_seed, keyed,
+                                                        example)
+        forms = {label: grading.form_of(grading.decode(key[keyed[0]]["answer"])) for label, key in references.items()}
+        master = master_notebook(path.stem, found, loaded, course_seed, pin, book, forms, show_hidden,
+                                 reference_student if per_student else "")
         (source / path.name).write_text(json.dumps(master, indent=1) + "\n")
         shutil.copy(HERE / "grading.py", source / "grading.py")
-        (source / grading.REFERENCES).write_text(json.dumps(references, indent=1) + "\n")
-        (source / "requirements.txt").write_text(requirements(ref))
+        shutil.copy(HERE / "tasks.py", source / "tasks.py")
+        shutil.copy(loaded.path, source / grading.BANK)
+        (source / grading.COURSE).write_text(json.dumps({"course_seed": course_seed, "per_student": per_student})
+                                             + "\n")
+        (source / "requirements.txt").write_text(requirements(pin))
         (source / "environment.yml").write_text(yaml.safe_dump(AUTOGRADER_ENVIRONMENT, sort_keys=False))
         result = out / path.stem
         shutil.rmtree(result, ignore_errors=True)
         with redirect_stdout(sys.stderr):
             otter_assign(str(source / path.name), str(result), no_pdfs=True, no_run_tests=True)
+        # the build's record of each student's answers, for the instructor (the bundle computes its own)
+        (source / grading.REFERENCES).write_text(json.dumps(references, indent=1) + "\n")
         (bundle,) = (result / "autograder").glob("*-autograder_*.zip")
         if references:
             # otter names the bundle with the time it was built; one stable name is easier to hand on
@@ -342,6 +491,18 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
             bundle.unlink()
             print(f"{path.stem}: no exercise of the bank, so no autograder.zip: written answers only",
                   file=sys.stderr)
+        if per_student:
+            template = result / "student" / path.name
+            blank = json.loads(template.read_text())
+            for student in students:
+                (result / "student" / student).mkdir()
+                (result / "student" / student / path.name).write_text(
+                    json.dumps(personalised(blank, loaded, course_seed, student), indent=1) + "\n")
+            # the blank notebook has the reference's numbers: the instructor's, never to hand out
+            template.rename(result / "autograder" / f"blank_{path.name}")
+            for support in (result / "student").glob("*"):
+                if support.is_file():
+                    support.unlink()
         built.append(result)
     rows = catalogue.rows(loaded)
     with open(out / "catalogue.csv", "w", newline="") as table:
@@ -355,7 +516,8 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
         csv.writer(table).writerows(totals)
     (out / "build.json").write_text(json.dumps({
         "course_seed": course_seed, "ref": ref, "commit": commit, "bank": str(loaded.path),
-        "public_practice": loaded.public_practice, "otter_grader": OTTER_VERSION}, indent=1) + "\n")
+        "public_practice": loaded.public_practice, "students": len(students), "otter_grader": OTTER_VERSION},
+        indent=1) + "\n")
     return built
 
 
@@ -372,12 +534,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--allow-branch", action="store_true", help="accept a branch as --ref, with a warning")
     parser.add_argument("--html", type=pathlib.Path, default=ROOT / "_build" / "html",
                         help="the built book (make book), which numbers the exercises' cross-references")
+    parser.add_argument("--roster", type=pathlib.Path,
+                        help="the students of a graded course, one email a line (or Gradescope's roster CSV): "
+                             "each gets numbers of their own")
+    parser.add_argument("--reference-student", default=REFERENCE_STUDENT,
+                        help="whose numbers the reference notebook has: on Gradescope, your own email, which "
+                             "Test Autograder submits as (default: %(default)s)")
     parser.add_argument("--show-hidden", action="store_true",
                         help="show the hidden tests' results on Gradescope once grades are published")
     args = parser.parse_args(argv)
     try:
         built = build(args.out, args.seed, args.chapters, args.ref, args.bank, args.allow_branch, args.show_hidden,
-                      args.html)
+                      args.html, args.roster, args.reference_student)
     except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
     for result in built:

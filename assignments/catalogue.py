@@ -80,7 +80,7 @@ def manual_points(exercise: Exercise, bank: tasks.Bank) -> int:
 
 
 def numbers(exercise: Exercise, bank: tasks.Bank) -> str:
-    """"course" (drawn by the course seed, graded), "practice" (the book's, 0 points), "self-check" (practice
+    """"course" (drawn for each student, graded), "practice" (the book's, 0 points), "self-check" (practice
     whose checker guesses can pass) or "-" (no answer to check)."""
     if graded(exercise, bank):
         return "course"

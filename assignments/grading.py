@@ -1,23 +1,42 @@
-"""How the hidden tests of the autograder compare an answer with the course's reference.
+"""How the hidden tests of the autograder compare an answer with the student's reference.
 
-This file travels in the autograder bundle with ``references.json``, the course's reference
-answers, which the build writes with ``encode``. A hidden test names its exercise and never its
-value (``matches_reference(answer, label)``), so that no failure text, not even with otter's
-``show_hidden``, shows the answer.
+This file travels in the autograder bundle with the question bank (``grading_bank.py``), the
+bank's ``tasks.py`` and the course (``grading_course.json``: the course seed, and whether the
+numbers are per student). When it grades a notebook, the grader finds who submitted it
+(Gradescope's ``submission_metadata.json``, or ``ATTNLIB_STUDENT`` from
+``assignments/grade.py``), requires the notebook's ``student_id`` to be that student, draws
+that student's numbers and computes the reference with the bank's solution. A hidden test
+names its exercise and never its value (``matches_reference(answer, label, student_id)``), so
+that no failure text, not even with otter's ``show_hidden``, shows the answer.
+
+A hidden test loads this file by its path (``load``), never by importing the name ``grading``,
+so that a notebook that puts a module of that name into ``sys.modules`` does not replace it;
+the same goes for ``tasks.py``. What a notebook's code can still do in the grader's process is
+for ``assignments/scan.py`` to flag.
 
 Matching is strict about kinds: a string, bytes or a bool never matches a number, a float array
 never matches a bool mask, a list of the wrong length never matches a tuple.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import os
 import pathlib
+import sys
 
 import numpy as np
 import sympy as sp
 
-REFERENCES = "references.json"
+REFERENCES = "references.json"   # the build's record of every student's answers (never in the bundle)
+BANK = "grading_bank.py"
+COURSE = "grading_course.json"
+SUPPORT_FILES = ("grading.py", "tasks.py", BANK, COURSE)
+# Who submitted: Gradescope writes the metadata next to the submission's folder; otter run
+# writes it empty, and assignments/grade.py names the student in this variable instead.
+METADATA = "submission_metadata.json"
+STUDENT_VARIABLE = "ATTNLIB_STUDENT"
 # A SymPy answer given as its value (``Task.also_at``) is a float at best this close.
 VALUE_RTOL = 1e-9
 
@@ -65,6 +84,23 @@ def decode(data: dict):
     if kind == "array":
         return np.asarray(data["value"], dtype={"bool": bool, "int": np.int64, "float": float}[data["dtype"]])
     return data["value"]
+
+
+def form_of(reference) -> dict:
+    """The kind of ``reference`` (what ``decode`` gives) without its values, for the visible test:
+    ``attnlib.exercises.assignment.form_problem`` checks an answer against it."""
+    if isinstance(reference, tuple):
+        return {"kind": "tuple", "items": [form_of(item) for item in reference]}
+    if isinstance(reference, sp.Basic):
+        return {"kind": "sympy"}
+    if isinstance(reference, bool):
+        return {"kind": "bool"}
+    if isinstance(reference, (int, float)):
+        return {"kind": "number"}
+    if isinstance(reference, np.ndarray):
+        return {"kind": "array", "dtype": "bool" if reference.dtype == bool else "number", "ndim": reference.ndim}
+    raise ValueError(f"a reference answer should be a number, a bool, a SymPy expression, an array or a tuple "
+                     f"of those, got {type(reference).__name__}")
 
 
 # --- matching --------------------------------------------------------------------------------
@@ -115,11 +151,14 @@ def matches(got, expected, rtol: float = 0.0, atol: float = 0.0, also_at: dict |
     ``expected`` is what ``decode`` gives: None, a bool, an int (matched exactly), a float, a
     SymPy expression (``also_at``: symbol name -> value, at which its value may be given instead),
     an array whose dtype says what it holds (bool, int: exactly; float), or a tuple of those,
-    matched item by item. Never raises: an answer that cannot be read does not match.
+    matched item by item (a NumPy array or tensor of that length is read as the tuple of its rows,
+    each of them matched as strictly). Never raises: an answer that cannot be read does not match.
     """
     got = on_the_cpu(got)
     try:
         if isinstance(expected, tuple):
+            if isinstance(got, np.ndarray) and got.ndim >= 1:  # (a, b) given as np.array([a, b]) or a tensor
+                got = list(got)
             return (isinstance(got, (tuple, list)) and len(got) == len(expected)
                     and all(matches(g, e, rtol, atol, also_at) for g, e in zip(got, expected)))
         if isinstance(expected, sp.Basic):
@@ -151,8 +190,57 @@ def matches(got, expected, rtol: float = 0.0, atol: float = 0.0, also_at: dict |
         return False
 
 
-def matches_reference(got, label: str) -> bool:
-    """Whether ``got`` matches the course's reference answer to exercise ``label``."""
-    references = json.loads(pathlib.Path(__file__).with_name(REFERENCES).read_text())
-    reference = references[label]
-    return matches(got, decode(reference["answer"]), reference["rtol"], reference["atol"], reference["also_at"])
+# --- the student, and their reference -------------------------------------------------------------
+
+def load(path: pathlib.Path, name: str):
+    """The module in the file ``path``, executed afresh under ``name``: never one taken from ``sys.modules``,
+    though it is put there (replacing whatever was), as dataclasses look their module up in it."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def submitters(folder: pathlib.Path) -> set[str]:
+    """The identities (emails, student ids) of whoever submitted, as ``tasks.student_key`` writes them."""
+    tasks = load(folder / "tasks.py", "course_tasks")
+    metadata_path = folder.parent / METADATA
+    metadata = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
+    found = {str(user[field]) for user in metadata.get("users", []) for field in ("email", "sid")
+             if user.get(field)}
+    if not found and os.environ.get(STUDENT_VARIABLE):
+        found = {os.environ[STUDENT_VARIABLE]}
+    return {tasks.student_key(identity) for identity in found}
+
+
+def student_of(declared, folder: pathlib.Path) -> str:
+    """The student whose numbers grade this notebook: ``declared`` (the notebook's ``student_id``),
+    which must be one of the submitters; "" when the course gives everyone the same numbers."""
+    course = json.loads((folder / COURSE).read_text())
+    if not course["per_student"]:
+        return ""
+    who = submitters(folder)
+    if not who:
+        raise AssertionError("no submission metadata names the student: grade on Gradescope, or with "
+                             "assignments/grade.py, which names each student")
+    tasks = load(folder / "tasks.py", "course_tasks")
+    if not isinstance(declared, str) or tasks.student_key(declared) not in who:
+        raise AssertionError(f"student_id should be yours, got {declared!r}: these numbers are another "
+                             "student's")
+    return tasks.student_key(declared)
+
+
+def reference_of(label: str, student: str, folder: pathlib.Path):
+    """The task of ``label`` and its reference answer for ``student``, computed with the bank in ``folder``."""
+    course = json.loads((folder / COURSE).read_text())
+    tasks = load(folder / "tasks.py", "tasks")  # "tasks": the bank's ``from tasks import Task`` finds it
+    task = tasks.load_bank(folder / BANK).tasks[label]
+    return task, decode(encode(tasks.run(task, task.params(course["course_seed"], student))))
+
+
+def matches_reference(got, label: str, declared=None) -> bool:
+    """Whether ``got`` matches the reference answer to exercise ``label`` for the student who submitted."""
+    folder = pathlib.Path(__file__).resolve().parent
+    task, reference = reference_of(label, student_of(declared, folder), folder)
+    return matches(got, reference, task.rtol, task.atol, task.also_at)

@@ -7,17 +7,23 @@ A question bank is a Python file that the instructor keeps outside the public re
                      shipped with the book, ``assignments/example_bank.py``); a graded build
                      of such a bank says so on every assignment
     TASKS            a list of ``Task``: the exercises graded for credit, each with a rule that
-                     draws its numbers from ranges with the course seed, and a reference solution
+                     draws its numbers from ranges with the course seed and the student, the
+                     constraints those numbers must meet, a reference solution and, where one
+                     exists, a second computation of the answer that the build compares with it
     WRITTEN_POINTS   optional, label -> points of an exercise's written part (default: catalogue's)
 
 An exercise with a checker but no task in the bank keeps the book's numbers, which the book's
 public solutions answer: it is practice in the assignment, with attnlib's check and no points.
+
+The bank travels in the autograder bundle (``grading_bank.py``, with this file), so that the
+grader computes each student's reference when it grades that student's notebook.
 """
 from __future__ import annotations
 
 import importlib.util
 import pathlib
 import random
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -52,16 +58,32 @@ AUTO_POINTS = 2      # an answer the autograder checks against the course's refe
 MAX_DRAWS = 100
 
 
+_IDENTITY = re.compile(r"[A-Za-z0-9@._+-]{1,200}")
+
+
+def student_key(identity: str) -> str:
+    """A student's identity (a Gradescope email or student id) as the draws and the grader use it."""
+    if not isinstance(identity, str) or not _IDENTITY.fullmatch(identity.strip()):
+        raise ValueError(f"a student should be named by an email or id of letters, digits and @ . _ + -, "
+                         f"got {identity!r}")
+    return identity.strip().lower()
+
+
 @dataclass(frozen=True)
 class Task:
     """One graded exercise of a bank.
 
-    ``draw(rng)`` returns the exercise's numbers for a course; ``book`` holds the chapter's own,
-    which a draw never returns. ``numbers`` (the sentence that gives the student's numbers),
-    ``prompt`` (what the answer is, said with them) and ``solution`` (Python source that sets
-    ``answer`` after the chapter's setup) are formatted with the numbers. An answer matches
-    the reference within ``rtol`` relative or ``atol`` absolute error (both 0: exactly);
-    ``also_at`` lets a SymPy answer be given as its value with those symbols substituted.
+    ``draw(rng)`` returns the exercise's numbers for a student of a course; ``book`` holds the
+    chapter's own, which a draw never returns. ``check(params)`` states the constraints those
+    numbers must meet (an ``assert`` with a message per constraint), so that a range that breaks
+    one fails the build instead of grading against a wrong key. ``numbers`` (the sentence that
+    gives the student's numbers), ``prompt`` (what the answer is, said with them) and
+    ``solution`` (Python source that sets ``answer`` after the chapter's setup) are formatted
+    with the numbers. ``second(params)``, where an independent computation exists (a formula,
+    not the solution's library calls), gives the answer again, and the build requires the two to
+    match for every drawn variant. An answer matches the reference within ``rtol`` relative or
+    ``atol`` absolute error (both 0: exactly); ``also_at`` lets a SymPy answer be given as its
+    value with those symbols substituted.
     """
     label: str
     draw: Callable[[random.Random], dict]
@@ -69,20 +91,36 @@ class Task:
     numbers: str
     prompt: str
     solution: str
+    check: Callable[[dict], None] | None = None
+    second: Callable[[dict], object] | None = None
     rtol: float = 0.0
     atol: float = 0.0
     also_at: dict | None = None
     points: int = AUTO_POINTS
 
-    def params(self, course_seed: int) -> dict:
-        """The numbers of this task in the course ``course_seed``, never the book's."""
-        rng = random.Random(f"{course_seed}:{self.label}")
+    def params(self, course_seed: int, student: str = "") -> dict:
+        """The numbers of this task for ``student`` (a ``student_key``) in the course ``course_seed``,
+        never the book's; ``student`` "" gives the whole course the same numbers (practice)."""
+        key = f"{course_seed}:{student}:{self.label}" if student else f"{course_seed}:{self.label}"
+        rng = random.Random(key)
         for _ in range(MAX_DRAWS):
             params = self.draw(rng)
+            self.constrain(params)
             if params != self.book:
                 return params
         raise ValueError(f"task {self.label}: draw should give numbers other than the book's {self.book}, "
                          f"got only those in {MAX_DRAWS} draws; widen its ranges")
+
+    def constrain(self, params: dict) -> None:
+        """Raise, naming the task, when ``params`` break a constraint that ``check`` states."""
+        if self.check is None:
+            return
+        try:
+            self.check(params)
+        except AssertionError as broken:
+            raise ValueError(f"task {self.label}: its draw should meet the task's constraints, got {params}, "
+                             f"which breaks one: {broken or 'an assert of its check'}; fix the ranges of the "
+                             "draw") from None
 
     def code(self, params: dict) -> str:
         return self.solution.format(**params)

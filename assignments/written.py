@@ -81,7 +81,7 @@ def collect(submissions: pathlib.Path, build: pathlib.Path, out: pathlib.Path) -
             lines += [f"### {student}\n", found.get(question, "*(no answer)*") + "\n"]
     (out / "written.md").write_text("\n".join(lines))
     with open(out / "written_scores.csv", "w", newline="") as table:
-        writer = csv.writer(table)
+        writer = csv.writer(table, lineterminator="\n")  # plain line ends, for sed and editors
         writer.writerow(["student", "question", "points", "score"])
         writer.writerows([student, question, points[question], ""] for student in answers for question in questions)
 
@@ -107,7 +107,7 @@ def totals(results: pathlib.Path, scores: pathlib.Path, out: pathlib.Path) -> No
         auto = sum(test.get("score", 0) for test in json.loads(graded.read_text())["tests"])
         rows.append((student, f"{auto:g}", f"{written[student]:g}", f"{auto + written[student]:g}"))
     with open(out, "w", newline="") as table:
-        csv.writer(table).writerows(rows)
+        csv.writer(table, lineterminator="\n").writerows(rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ a kernel that presents itself as Colab runs an assignment and writes the file to
 Grading runs otter without Docker, in this environment, as ``otter run`` does.
 """
 import csv
+import dataclasses
 import json
 import pathlib
 import re
@@ -57,8 +58,10 @@ def grade(notebook: pathlib.Path, chapter: pathlib.Path):
     return grade_submission(str(notebook), str(chapter / "autograder" / "autograder.zip"), quiet=True)
 
 
-def references(out: pathlib.Path, chapter: str) -> dict:
-    return json.loads((out / "source" / chapter / grading.REFERENCES).read_text())
+def references(out: pathlib.Path, chapter: str, student: str = "") -> dict:
+    """Label -> the build's reference for ``student`` ("": a practice build's, the same for everyone)."""
+    by_label = json.loads((out / "source" / chapter / grading.REFERENCES).read_text())
+    return {label: by_student[student] for label, by_student in by_label.items()}
 
 
 @pytest.fixture(scope="module")
@@ -186,29 +189,58 @@ def test_example_assignments_say_they_are_practice(built):
 
 # --- a private bank: what an instructor grading for credit builds ------------------------------
 
+# A private bank made as the instructor page says: for each task kept, another question than the
+# example's (all layers' scores and weights; a budget that holds both), with ranges of its own,
+# the constraints of its numbers and a second computation.
 PRIVATE_BANK = '''
+import math
+
 from tasks import Task
 
 PUBLIC_PRACTICE = False
 WRITTEN_POINTS = {"ex-07-extrapolate": 3}
+BYTES = {"float16": 2, "float32": 4}
+
+
+def _largest_fitting(budget, per_n_squared):
+    n = int(math.sqrt(budget / per_n_squared))
+    while (n + 1) ** 2 * per_n_squared <= budget:
+        n += 1
+    while n ** 2 * per_n_squared > budget:
+        n -= 1
+    return n
+
+
+def _check(condition, constraint):
+    assert condition, constraint
+
 
 TASKS = [
     Task("ex-07-layer-bytes", points=3,
          draw=lambda rng: {"batch": rng.randint(17, 40), "heads": rng.randint(65, 99), "n": 512 * rng.randint(17, 33),
-                           "dtype": rng.choice(["float16", "float32"])},
-         book={"batch": 4, "heads": 32, "n": 4096, "dtype": "bfloat16"},
-         numbers="Use {heads} heads, a batch of {batch} sequences of {n} tokens, in {dtype}.",
-         prompt="an int: the bytes of one layer's score matrices (batch {batch}, {heads} heads, n = {n}, {dtype})",
-         solution="answer = {batch} * {heads} * {n} ** 2 * torch.finfo(torch.{dtype}).bits // 8"),
+                           "dtype": rng.choice(["float16", "float32"]), "layers": rng.randint(3, 9)},
+         book={"batch": 4, "heads": 32, "n": 4096, "dtype": "bfloat16", "layers": 1},
+         check=lambda p: _check(p["dtype"] in BYTES and p["layers"] > 1, "a dtype of the book, several layers"),
+         second=lambda p: 2 * p["layers"] * p["batch"] * p["heads"] * p["n"] ** 2 * BYTES[p["dtype"]],
+         numbers="Use {layers} layers of {heads} heads, a batch of {batch} sequences of {n} tokens, in {dtype}; "
+                 "training keeps each layer's scores and softmax weights for the backward pass.",
+         prompt="an int: the bytes of the scores and weights {layers} layers keep (batch {batch}, {heads} heads, "
+                "n = {n}, {dtype})",
+         solution="answer = 2 * {layers} * {batch} * {heads} * {n} ** 2 * torch.finfo(torch.{dtype}).bits // 8"),
     Task("ex-07-max-length",
          draw=lambda rng: (lambda small: {"heads": rng.randint(2, 5), "batch": rng.randint(1, 3), "small": small,
-                                          "large": 2 * small})(rng.randint(100000, 900000)),
-         book={"heads": 16, "batch": 2, "small": 24, "large": 48},
-         numbers="Use {heads} heads, a batch of {batch}, float16, and budgets of {small} GiB and {large} GiB.",
-         prompt="a pair of ints: the largest n in {small} GiB and in {large} GiB",
-         solution="answer = tuple(math.isqrt(gib * 2**30 // ({batch} * {heads} * 2)) for gib in ({small}, {large}))"),
+                                          "large": 2 * small, "dtype": "float16"})(rng.randint(100000, 900000)),
+         book={"heads": 16, "batch": 2, "small": 24, "large": 48, "dtype": "float16"},
+         check=lambda p: _check(p["small"] < p["large"], "the smaller budget first"),
+         second=lambda p: tuple(_largest_fitting(gib * 2**30, 2 * p["batch"] * p["heads"] * 2)
+                                for gib in (p["small"], p["large"])),
+         numbers="Use {heads} heads, a batch of {batch}, {dtype}, and budgets of {small} GiB and {large} GiB, "
+                 "which must hold the scores and the softmax weights at once.",
+         prompt="a pair of ints: the largest n whose scores and weights fit in {small} GiB and in {large} GiB",
+         solution="answer = tuple(math.isqrt(gib * 2**30 // (2 * {batch} * {heads} * 2)) for gib in ({small}, {large}))"),
 ]
 '''
+STUDENTS = ["alice@uni.edu", "bob@uni.edu", "carol@uni.edu"]
 
 
 def head_commit() -> str:
@@ -218,64 +250,267 @@ def head_commit() -> str:
 
 @pytest.fixture(scope="module")
 def private(tmp_path_factory, book_html):
-    """A private bank written here, outside the repository, built at the checked-out commit."""
-    bank = tmp_path_factory.mktemp("instructor") / "bank.py"
+    """A private bank written here, outside the repository, built at the checked-out commit for
+    three students (one of them written with a capital, as rosters have them)."""
+    instructor = tmp_path_factory.mktemp("instructor")
+    bank, roster = instructor / "bank.py", instructor / "roster.txt"
     bank.write_text(PRIVATE_BANK)
+    roster.write_text("# the course's students\nalice@uni.edu\nBob@uni.edu\ncarol@uni.edu\n")
     out = tmp_path_factory.mktemp("private")
-    [result] = build.build(out, COURSE_SEED, ["07"], ref=head_commit(), bank=bank, html=book_html)
+    [result] = build.build(out, COURSE_SEED, ["07"], ref=head_commit(), bank=bank, html=book_html, roster=roster)
     return bank, out, result
 
 
+def student_notebook(result: pathlib.Path, student: str) -> dict:
+    return json.loads((result / "student" / student / f"{result.name}.ipynb").read_text())
+
+
+def with_answers(notebook: dict, answers: dict[str, str], first: str = "") -> dict:
+    """``notebook`` with each answer cell's ``...`` replaced by the source ``answers[label]``, and ``first``
+    (if any) run before the first answer."""
+    notebook = json.loads(json.dumps(notebook))
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        for label, code in answers.items():
+            if source.startswith(f"# {label}, with your numbers: "):
+                prefix = first + "\n" if first and label == next(iter(answers)) else ""
+                source = source.replace(f"{answer_name(label)} = ...", f"{prefix}{answer_name(label)} = {code}")
+        cell["source"] = source
+    return notebook
+
+
+def literal(value) -> str:
+    """Python source that gives ``value`` (a reference) as a NumPy array where it is a tuple: the natural
+    container the review found scored 0."""
+    if isinstance(value, tuple):
+        return f"np.array({list(value)!r})"
+    return repr(value)
+
+
 def test_a_private_bank_grades_for_credit(private):
+    import grade
+
     bank, out, result = private
     loaded = tasks.load_bank(bank)
     chapter = result.name
-    reference = grade(result / "autograder" / f"{chapter}.ipynb", result)
+    bundle = result / "autograder" / "autograder.zip"
+    reference = grade.grade_as(result / "autograder" / f"{chapter}.ipynb", bundle, build.REFERENCE_STUDENT)
     assert reference.possible == auto_points(chapter, loaded) == 3 + 2
     assert reference.total == reference.possible, reference.summary()
-    assert grade(result / "student" / f"{chapter}.ipynb", result).total == 0
-    student = (result / "student" / f"{chapter}.ipynb").read_text()
-    assert "Practice assignment" not in student
+    blank = result / "autograder" / f"blank_{chapter}.ipynb"
+    assert grade.grade_as(blank, bundle, build.REFERENCE_STUDENT).total == 0
+    assert sorted(path.name for path in (result / "student").iterdir()) == STUDENTS, \
+        "a notebook per student, none for the reference's numbers"
+    for student in STUDENTS:
+        text = (result / "student" / student / f"{chapter}.ipynb").read_text()
+        assert "Practice assignment" not in text and f"student_id = {student!r}" in text
     with open(out / "points.csv") as table:
         assert f"{chapter},5,3,8" in table.read(), "3 + 2 auto points; the bank's 3 for ex-07-extrapolate by hand"
 
 
-def test_nothing_public_computes_a_private_banks_answers(private):
-    """Neither a file of the public repository nor the installed attnlib holds the private
-    answers, the example bank gives other answers at the same seed, and attnlib's checker
-    (the book's numbers) calls the private answers wrong."""
+def test_each_student_gets_numbers_of_their_own(private):
+    """Drawn with the course seed and the student's email: every task gives the three students three
+    different sets of numbers, which their notebooks show, and so three different answers."""
+    bank, out, result = private
+    loaded = tasks.load_bank(bank)
+    notebooks = {student: json.dumps(student_notebook(result, student)) for student in STUDENTS}
+    for label, task in loaded.tasks.items():
+        drawn = {student: task.params(COURSE_SEED, student) for student in STUDENTS}
+        assert len({json.dumps(p, sort_keys=True) for p in drawn.values()}) == len(STUDENTS), label
+        for student, params in drawn.items():
+            assert json.dumps(task.numbers.format(**params))[1:-1] in notebooks[student], (label, student)
+        answers = {json.dumps(references(out, result.name, student)[label]["answer"]) for student in STUDENTS}
+        assert len(answers) == len(STUDENTS), label
+    assert task.params(COURSE_SEED, "bob@uni.edu") == task.params(COURSE_SEED, tasks.student_key(" Bob@uni.edu"))
+
+
+@pytest.fixture(scope="module")
+def graded_folder(private, tmp_path_factory):
+    """A folder of three submissions graded by assignments/grade.py: alice's own right answers given as
+    NumPy arrays; bob handing in alice's notebook; carol replacing the grading module, as the review
+    did, with every answer 0."""
+    import grade
+
     _, out, result = private
-    answers = references(out, result.name)
+    chapter = result.name
+    alice = references(out, chapter, "alice@uni.edu")
+    honest = with_answers(student_notebook(result, "alice@uni.edu"),
+                          {label: literal(grading.decode(r["answer"])) for label, r in alice.items()})
+    cheat = with_answers(student_notebook(result, "carol@uni.edu"), {label: "0" for label in alice},
+                         first="import sys, types; sys.modules['grading'] = "
+                               "types.SimpleNamespace(matches_reference=lambda *a: True)")
+    submissions = tmp_path_factory.mktemp("submissions")
+    for student, notebook in [("alice@uni.edu", honest), ("bob@uni.edu", honest), ("carol@uni.edu", cheat)]:
+        (submissions / f"{student}.ipynb").write_text(json.dumps(notebook))
+    results = tmp_path_factory.mktemp("results")
+    return grade.grade_folder(result, submissions, results), results
+
+
+def test_right_values_as_arrays_score_full_marks(graded_folder):
+    points, _ = graded_folder
+    assert points["alice@uni.edu"] == 3 + 2
+
+
+def test_another_students_notebook_scores_nothing(graded_folder):
+    """bob hands in alice's notebook, right for alice: the grader sees that its student_id is not bob's."""
+    points, _ = graded_folder
+    assert points["bob@uni.edu"] == 0
+
+
+def test_a_fake_grading_module_scores_nothing_and_is_flagged(graded_folder):
+    points, results = graded_folder
+    assert points["carol@uni.edu"] == 0, "the hidden tests load grading.py by path, not from sys.modules"
+    with open(results / "flags.csv") as table:
+        flags = list(csv.DictReader(table))
+    assert {flag["submission"] for flag in flags} == {"carol@uni.edu"}, "the honest notebooks are not flagged"
+    assert any("sys.modules" in flag["why"] for flag in flags)
+
+
+def test_reading_the_bundle_is_flagged(private, tmp_path):
+    """The grader's files are next to the notebook while it is graded: code that computes the answers
+    with the bank there can score, as in any otter assignment, and the scan flags it (and the review's
+    reading of references.json, which the bundle no longer holds)."""
+    import grade
+    import scan
+
+    _, out, result = private
+    chapter = result.name
+    reads_the_bank = ("(lambda t, c: t.run(t.load_bank('grading_bank.py').tasks[{label!r}], "
+                      "t.load_bank('grading_bank.py').tasks[{label!r}].params(c['course_seed'], "
+                      "'alice@uni.edu')))(__import__('tasks'), json.load(open('grading_course.json')))")
+    notebook = with_answers(student_notebook(result, "alice@uni.edu"),
+                            {label: reads_the_bank.format(label=label) for label in references(out, chapter, "alice@uni.edu")},
+                            first="import json")
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    (submissions / "alice@uni.edu.ipynb").write_text(json.dumps(notebook))
+    old_cheat = with_answers(student_notebook(result, "bob@uni.edu"),
+                             {"ex-07-layer-bytes": "grading.decode(json.load(open('references.json'))"
+                                                   "['ex-07-layer-bytes']['answer'])"}, first="import json, grading")
+    (submissions / "bob@uni.edu.ipynb").write_text(json.dumps(old_cheat))
+    graded = grade.grade_as(submissions / "alice@uni.edu.ipynb", result / "autograder" / "autograder.zip",
+                            "alice@uni.edu")
+    flagged = {flag.submission: flag for flag in scan.scan(submissions, result)}
+    assert set(flagged) == {"alice@uni.edu", "bob@uni.edu"}
+    assert graded.total == graded.possible, "the cheat works in the grader's process: hence the scan"
+
+
+def test_the_example_banks_solutions_score_nothing(private, tmp_path):
+    """A student who runs the public example bank's solutions with their own numbers (the best a
+    cheater reading them off the notebook can do) gets 0: the private bank asks other questions."""
+    import grade
+
+    bank, out, result = private
+    loaded = tasks.load_bank(bank)
+    student = "alice@uni.edu"
+    answers = {}
+    for label, task in loaded.tasks.items():
+        public = EXAMPLE.tasks[label]
+        params = task.params(COURSE_SEED, student)
+        code = public.code(params)
+        value = tasks.run(public, params)  # it runs, and gives an answer: not the one asked
+        assert is_answered(value) and not grading.matches(
+            value, grading.decode(references(out, result.name, student)[label]["answer"]), task.rtol, task.atol), label
+        answers[label] = "(lambda: (exec(" + repr(code) + ", globals()), globals()['answer'])[1])()"
+    notebook = with_answers(student_notebook(result, student), answers)
+    (tmp_path / f"{student}.ipynb").write_text(json.dumps(notebook))
+    graded = grade.grade_as(tmp_path / f"{student}.ipynb", result / "autograder" / "autograder.zip", student)
+    assert graded.possible == 5 and graded.total == 0, graded.summary()
+
+
+def test_nothing_public_holds_a_private_banks_answers(private):
+    """Neither a file of the public repository nor the installed attnlib holds any student's private
+    answers, and attnlib's checker (the book's numbers) calls them wrong."""
+    _, out, result = private
     public_files = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True,
                                   check=True).stdout.split()
     package = pathlib.Path(attnlib.__file__).parent
     texts = [(ROOT / name).read_text(errors="ignore") for name in public_files if (ROOT / name).is_file()]
     texts += [path.read_text(errors="ignore") for path in package.rglob("*") if path.is_file()]
-    for label, reference in answers.items():
-        value = grading.decode(reference["answer"])
-        numbers = [value] if isinstance(value, int) else list(value)
-        for number in numbers:
-            assert len(str(number)) >= 7, "the bank draws numbers long enough to be found only as themselves"
-            assert not any(str(number) in text for text in texts), (label, number)
-        task = EXAMPLE.tasks[label]
-        public = tasks.run(task, task.params(COURSE_SEED))
-        assert not grading.matches(public, value, task.rtol, task.atol, task.also_at), label
-        assert not attnlib.exercises.check(label, value).passed, label
+    for student in STUDENTS:
+        for label, reference in references(out, result.name, student).items():
+            value = grading.decode(reference["answer"])
+            numbers = [value] if isinstance(value, int) else list(value)
+            for number in numbers:
+                assert len(str(number)) >= 7, "the bank draws numbers long enough to be found only as themselves"
+                assert not any(str(number) in text for text in texts), (label, number)
+            assert not attnlib.exercises.check(label, value).passed, label
+
+
+# --- checked answer keys: what the build refuses -------------------------------------------------
+
+def example_copy(tmp_path: pathlib.Path, old: str, new: str) -> pathlib.Path:
+    """A copy of the example bank for credit, with ``old`` (a range) replaced by ``new``, as step 1 of the
+    instructor page starts."""
+    text = tasks.EXAMPLE_BANK.read_text()
+    assert old in text
+    bank = tmp_path / "bank.py"
+    bank.write_text(text.replace(old, new).replace("PUBLIC_PRACTICE = True", "PUBLIC_PRACTICE = False"))
+    (tmp_path / "roster.txt").write_text("alice@uni.edu\n")
+    return bank
+
+
+# Copies of the example bank for credit that the build refuses, naming the task: the review's changed
+# range (n from 40-400 breaks ex-11-causal-work's 2 W equal chunks), and a copy with new ranges only,
+# which the example's public solution answers (the review's 44/44).
+REFUSED_COPIES = [
+    ("11", '"n": 2 * ranks * rng.randint(2, 12)', '"n": rng.randint(40, 400)',
+     "task ex-11-causal-work: its draw should meet the task's constraints.*2 W equal chunks"),
+    ("07", '"batch": rng.randint(1, 16)', '"batch": rng.randint(17, 40)',
+     "task ex-07-layer-bytes: the public example bank's solution should not answer"),
+]
+
+
+@pytest.mark.parametrize("chapter,old,new,refusal", REFUSED_COPIES, ids=["changed-range", "new-ranges-only"])
+def test_a_broken_or_public_answer_key_fails_the_build(chapter, old, new, refusal, tmp_path, book_html):
+    bank = example_copy(tmp_path, old, new)
+    with pytest.raises(ValueError, match=refusal):
+        build.build(tmp_path / "out", 20270115, [chapter], ref=head_commit(), bank=bank, html=book_html,
+                    roster=tmp_path / "roster.txt")
+
+
+def test_a_wrong_second_computation_fails_the_build():
+    task = dataclasses.replace(EXAMPLE.tasks["ex-07-layer-bytes"], second=lambda p: 1)
+    with pytest.raises(ValueError, match="task ex-07-layer-bytes: its solution and its second computation should "
+                                         "agree"):
+        build.answer_key(task, EXAMPLE, COURSE_SEED, ["alice@uni.edu"], EXAMPLE)
+
+
+@pytest.mark.parametrize("task", EXAMPLE.tasks.values(), ids=lambda t: t.label)
+def test_every_example_task_states_its_constraints(task):
+    """Each task of the example checks its numbers; all but three (a library constant put to use) have
+    a second computation, which agrees with the solution for a few students."""
+    assert task.check is not None
+    assert (task.second is None) == (task.label in {"ex-03-budget", "ex-08-block-sizes", "ex-11-infiniband"})
+    build.answer_key(task, EXAMPLE, COURSE_SEED, ["", "alice@uni.edu", "bob@uni.edu"], EXAMPLE)
 
 
 def test_a_graded_build_needs_a_tag_or_commit(private, tmp_path):
     bank, _, _ = private
     with pytest.raises(ValueError, match="ref should be the tag or commit"):
         build.build(tmp_path, COURSE_SEED, ["07"], bank=bank)
+    with pytest.raises(ValueError, match="roster should be the file of the course's students"):
+        build.build(tmp_path, COURSE_SEED, ["07"], ref=head_commit(), bank=bank)
     branch = subprocess.run(["git", "-C", str(ROOT), "branch", "--show-current"], capture_output=True,
                             text=True).stdout.strip()
     if branch:  # a checkout on a branch: the branch is refused, then accepted with a warning
         with pytest.raises(ValueError, match=f"got the branch '{re.escape(branch)}'"):
-            build.build(tmp_path, COURSE_SEED, ["07"], ref=branch, bank=bank)
+            build.build(tmp_path, COURSE_SEED, ["07"], ref=branch, bank=bank, roster=bank.with_name("roster.txt"))
         with pytest.warns(UserWarning, match="building from the branch"):
             assert build.resolve_ref(branch, allow_branch=True) == head_commit()
     with pytest.raises(ValueError, match="which git does not know"):
         build.resolve_ref("no-such-tag-anywhere", allow_branch=False)
+    # the review's spellings that name a commit today and may name another tomorrow
+    for moving in ["HEAD", "HEAD~0", "HEAD@{0}", head_commit()[:12], *(["origin/main"] if _knows("origin/main")
+                                                                          else [])]:
+        with pytest.raises(ValueError, match="should be a tag or a full 40-hex commit hash|got the branch"):
+            build.resolve_ref(moving, allow_branch=False)
+    assert build.resolve_ref(head_commit(), allow_branch=False) == head_commit()
+
+
+def _knows(ref: str) -> bool:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", ref],
+                          capture_output=True).returncode == 0
 
 
 def test_a_graded_build_refuses_another_installed_attnlib(private, tmp_path):
@@ -284,11 +519,12 @@ def test_a_graded_build_refuses_another_installed_attnlib(private, tmp_path):
     bank, _, _ = private
     last_change = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "--", "attnlib"],
                                  capture_output=True, text=True, check=True).stdout.strip()
-    before = f"{last_change}~1"
+    before = subprocess.run(["git", "-C", str(ROOT), "rev-parse", f"{last_change}~1"], capture_output=True,
+                            text=True, check=True).stdout.strip()
     assert build.installed_differences(head_commit()) == []
     assert build.installed_differences(build.resolve_ref(before, allow_branch=False))
     with pytest.raises(ValueError, match="the installed attnlib .* should be the ref the autograder installs"):
-        build.build(tmp_path, COURSE_SEED, ["07"], ref=before, bank=bank)
+        build.build(tmp_path, COURSE_SEED, ["07"], ref=before, bank=bank, roster=bank.with_name("roster.txt"))
 
 
 def test_the_autograder_installs_the_pinned_commit(private):
@@ -296,7 +532,7 @@ def test_the_autograder_installs_the_pinned_commit(private):
     url, _ = build.repository()
     commit = head_commit()
     assert f"attnlib @ git+{url}@{commit}" in (result / "autograder" / "requirements.txt").read_text()
-    assert f"git+{url}@{commit}" in (result / "student" / f"{result.name}.ipynb").read_text()
+    assert f"git+{url}@{commit}" in (result / "student" / STUDENTS[0] / f"{result.name}.ipynb").read_text()
     assert json.loads((out / "build.json").read_text())["commit"] == commit
     with zipfile.ZipFile(result / "autograder" / "autograder.zip") as bundle:
         environment = yaml.safe_load(bundle.read("environment.yml"))
@@ -312,7 +548,9 @@ def test_the_failure_text_never_shows_the_expected_value(private, tmp_path):
     and no test in the bundle holds a reference value."""
     _, out, result = private
     chapter = result.name
-    answers = references(out, chapter)
+    import grade
+
+    answers = references(out, chapter, build.REFERENCE_STUDENT)
     notebook = json.loads((result / "autograder" / f"{chapter}.ipynb").read_text())
     for cell in notebook["cells"]:  # the reference's answers, each off by one
         source = "".join(cell["source"])
@@ -323,13 +561,13 @@ def test_the_failure_text_never_shows_the_expected_value(private, tmp_path):
         cell["source"] = source
     wrong = tmp_path / f"{chapter}.ipynb"
     wrong.write_text(json.dumps(notebook))
-    graded = grade(wrong, result)
+    graded = grade.grade_as(wrong, result / "autograder" / "autograder.zip", build.REFERENCE_STUDENT)
     assert graded.total == 0
     summary = graded.summary(public_only=False)
     assert "not the answer for your numbers" in summary
     with zipfile.ZipFile(result / "autograder" / "autograder.zip") as bundle:
-        tests = [bundle.read(name).decode(errors="ignore") for name in bundle.namelist()
-                 if pathlib.PurePath(name).name != grading.REFERENCES]
+        assert grading.REFERENCES not in {pathlib.PurePath(name).name for name in bundle.namelist()}
+        tests = [bundle.read(name).decode(errors="ignore") for name in bundle.namelist()]
     for reference in answers.values():
         value = grading.decode(reference["answer"])
         for number in [value] if isinstance(value, int) else value:
@@ -344,6 +582,8 @@ TYPE_TRICKS = [
     (np.array([[1.0, 0.0]]), np.array([[True, False]])), (torch.tensor([[1, 0]]), np.array([[True, False]])),
     (np.array([[True, False]]), np.array([[1.0, 0.0]])), (float("nan"), 1.0), (float("inf"), float("inf")),
     ([1.0, 2.0, 3.0], np.array([1.0, 2.0])), (None, 1.0), (..., 1.0), ({"a": 1}, 1.0), (3.5, 3),
+    (np.array([120, 250, 1]), (120, 250)), (np.array(["120", "250"]), (120, 250)),
+    (torch.tensor([True, False]), (1, 0)),
 ]
 
 
@@ -358,6 +598,9 @@ RIGHT_ANSWERS = [
                                                                    np.array([[True, False]])),
     (np.bool_(False), False), (torch.tensor(False), False), ([3, 3], (3, 3)), (torch.Size([3, 5]), (3, 5)),
     (np.float32(1 / 3), 1 / 3),
+    # a tuple of numbers given as an array or a tensor of that length (the review's 28/44 and 30/44)
+    (np.array([120, 250]), (120, 250)), (torch.tensor([0.5, 0.25]), (0.5, 0.25)),
+    (np.array([[3, 3], [3, 5]]), ((3, 3), (3, 5))), (torch.tensor([1, 2, 3]), (1, 2, 3)),
 ]
 
 
@@ -551,3 +794,54 @@ def test_totals_refuse_a_missing_score(tmp_path):
     (tmp_path / "scores.csv").write_text("student,question,points,score\nalice,ex-07-extrapolate-written,1,\n")
     with pytest.raises(ValueError, match="got none for alice, ex-07-extrapolate-written"):
         written.totals(tmp_path, tmp_path / "scores.csv", tmp_path / "totals.csv")
+
+
+@pytest.mark.parametrize("n,block_m,block_n", [(1024, 128, 64), (2304, 64, 128), (1280, 256, 32), (1024, 32, 64)])
+def test_the_books_causal_tiles_solution_holds_for_every_block_shape(n, block_m, block_n):
+    """The book's solution to ex-09-causal-tiles, run with other blocks (BLOCK_M < BLOCK_N too, where the
+    review found it miscounted), counts the tiles as a brute-force classification of every tile does."""
+    import contextlib
+    import io
+
+    [exercise] = [e for e in catalogue.all_exercises() if e.label == "ex-09-causal-tiles"]
+    code = re.search(r"```python\n(.*?)```", exercise.solution, re.S).group(1).split("import attnlib.exercises")[0]
+    book_numbers = "n, block_m, block_n = 1024, 128, 64"
+    assert book_numbers in code
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(code.replace(book_numbers, f"n, block_m, block_n = {n}, {block_m}, {block_n}"), namespace)
+    counts, fraction = EXAMPLE.tasks["ex-09-causal-tiles"].second({"n": n, "block_m": block_m, "block_n": block_n})
+    assert np.array_equal(np.array(namespace["counts"]), counts)
+    assert namespace["fraction"] == pytest.approx(fraction)
+
+
+def _same_kind_other_containers(reference) -> list:
+    """``reference`` as a student may give it: itself, a tuple as a list, a tuple of numbers as an array
+    and as a tensor."""
+    forms = [reference]
+    if isinstance(reference, tuple):
+        forms.append(list(reference))
+        if all(isinstance(item, (int, float)) for item in reference):
+            forms += [np.array(reference), torch.tensor(reference)]
+    return forms
+
+
+@pytest.mark.parametrize("task", EXAMPLE.tasks.values(), ids=lambda t: t.label)
+def test_the_visible_check_passes_no_form_the_grader_refuses(task):
+    """The visible test checks the answer's form (``form_problem``, from the reference's kind, no value in
+    it): every natural container of a right answer passes it and the hidden test, and answers of another
+    form fail both, so no check cell says "passed" for an answer the grader turns away for its form."""
+    from attnlib.exercises.assignment import form_problem
+
+    reference = grading.decode(grading.encode(tasks.run(task, task.params(COURSE_SEED))))
+    form = grading.form_of(reference)
+    assert str(reference) not in str(form) or isinstance(reference, bool)
+    for right in _same_kind_other_containers(reference):
+        assert form_problem(right, form) is None, (right, form)
+        assert grading.matches(right, reference, task.rtol, task.atol, task.also_at), right
+    wrong_forms = [{"answer": 1}, (reference, reference, reference), [reference] * 5]
+    if isinstance(reference, tuple):
+        wrong_forms.append(reference[0])
+    for wrong in wrong_forms:
+        assert form_problem(wrong, form) is not None, wrong
+        assert not grading.matches(wrong, reference, task.rtol, task.atol, task.also_at), wrong

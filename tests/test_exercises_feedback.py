@@ -164,7 +164,24 @@ def test_max_length_near_miss_names_no_ratio_and_no_length(right_answers):
     n24, n48 = right_answers["ex-07-max-length"]
     feedback = exercises.check("ex-07-max-length", (n24 + 14, n48))
     assert not feedback and "times the memory" not in feedback.message and str(n24) not in feedback.message
-    assert "24 x 2^30 bytes" in feedback.message
+    assert "as a function of n" in feedback.message, "the next step"
+    assert "batch x heads" not in feedback.message and "2^30" not in feedback.message, "not the graded formula"
+
+
+# The fall-through hints of the checkers whose exercise a course grades with other numbers: the
+# next step to take, never the formula that gives the answer (the course review's item 6).
+FORMULA_HINTS = [
+    ("ex-07-layer-bytes", 12345, "batch x heads"), ("ex-02-correlation-budget", (0.3, 0.05), "rho^2 = 2"),
+    ("ex-06-kv-cache", (9.5, 80.0), "2 (keys and values)"), ("ex-10-stored-bytes", (1, 1), "L x S per head"),
+    ("ex-11-infiniband", 2306, "4 H L_b^2 d / F"), ("ex-08-block-sizes", (1, 1, 1), "heads x block_q x block_k"),
+    ("ex-02-unequal-scales", sp.Symbol("d") * 3, "d sigma_q^2 sigma_k^2"),
+]
+
+
+@pytest.mark.parametrize("label,wrong,formula", FORMULA_HINTS, ids=[h[0] for h in FORMULA_HINTS])
+def test_a_wrong_try_gets_the_next_step_not_the_formula(label, wrong, formula):
+    feedback = exercises.check(label, wrong)
+    assert not feedback and formula not in feedback.message, feedback.message
 
 
 def test_heavier_tails_names_what_none_is():

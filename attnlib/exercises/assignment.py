@@ -46,6 +46,77 @@ def is_answered(answer: Any) -> bool:
     return True
 
 
+def _to_array(answer: Any) -> np.ndarray | None:
+    if isinstance(answer, torch.Tensor):
+        return answer.detach().cpu().numpy()
+    if isinstance(answer, (str, bytes, dict, set)) or answer is None:
+        return None
+    try:
+        return np.asarray(answer)
+    except Exception:  # ragged lists and other shapes that are no array
+        return None
+
+
+def describe_form(form: dict) -> str:
+    """``form`` (what ``form_problem`` checks) in words: "a tuple of 2 (a number, a number)"."""
+    kind = form["kind"]
+    if kind == "tuple":
+        return f"a tuple of {len(form['items'])} ({', '.join(describe_form(item) for item in form['items'])})"
+    if kind == "array":
+        return f"a {form['ndim']}-d array of {'bools' if form['dtype'] == 'bool' else 'numbers'}"
+    return {"number": "a number", "bool": "a bool", "sympy": "a SymPy expression or its value"}[kind]
+
+
+def form_problem(answer: Any, form: dict) -> str | None:
+    """What is wrong with the form of ``answer`` (None: nothing), against ``form``, a description of the
+    reference answer's kind that holds no value: {"kind": "number" | "bool" | "sympy"}, {"kind": "tuple",
+    "items": [form, ...]} (a tuple, list, array or tensor of that length) or {"kind": "array", "dtype":
+    "bool" | "number", "ndim": k}. It checks what the hidden test requires of the form, so that a check
+    cell never passes an answer the grader turns away for its form alone."""
+    kind = form["kind"]
+    array = _to_array(answer)
+    if kind == "tuple":
+        items = list(answer) if isinstance(answer, (tuple, list)) else (
+            list(array) if array is not None and array.ndim >= 1 and not isinstance(answer, (str, bytes)) else None)
+        if items is None or len(items) != len(form["items"]):
+            return f"should be {describe_form(form)}, got {_kind_of(answer)}"
+        for number, (item, item_form) in enumerate(zip(items, form["items"])):
+            problem = form_problem(item, item_form)
+            if problem:
+                return f"item {number} {problem}"
+        return None
+    if kind == "array":
+        wanted_bool = form["dtype"] == "bool"
+        ok = (array is not None and array.ndim == form["ndim"] and array.dtype.kind in "biuf"
+              and (array.dtype.kind == "b") == wanted_bool)
+        return None if ok else f"should be {describe_form(form)}, got {_kind_of(answer)}"
+    scalar = array is not None and array.ndim == 0 and not isinstance(answer, (list, tuple))
+    if kind == "bool":
+        ok = scalar and array.dtype.kind == "b"
+    elif kind == "number":
+        ok = scalar and array.dtype.kind in "iuf" or _is_real_sympy_number(answer)
+    else:  # a SymPy expression, or its value
+        ok = _is_sympy(answer) or (scalar and array.dtype.kind in "iuf")
+    return None if ok else f"should be {describe_form(form)}, got {_kind_of(answer)}"
+
+
+def _is_sympy(x) -> bool:
+    return type(x).__module__.startswith("sympy")
+
+
+def _is_real_sympy_number(x) -> bool:
+    return _is_sympy(x) and bool(getattr(x, "is_number", False)) and bool(getattr(x, "is_real", False))
+
+
+def _kind_of(answer: Any) -> str:
+    array = _to_array(answer)
+    if isinstance(answer, (tuple, list)):
+        return f"a {type(answer).__name__} of {len(answer)}"
+    if array is not None and array.ndim >= 1:
+        return f"a {array.ndim}-d {type(answer).__name__} of {array.dtype}"
+    return f"{type(answer).__name__} {answer!r}"[:80]
+
+
 def running_in_colab() -> bool:
     """Whether this kernel is Google Colab's, recognised as otter-grader recognises it."""
     try:

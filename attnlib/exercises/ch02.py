@@ -19,8 +19,8 @@ def _unequal_scales(answer):
         return True, "Only the product sigma_q * sigma_k enters when the means are zero."
     if not got.free_symbols:
         return False, f"you have the number {got}; the variance grows with the width, so write it in terms of d."
-    return False, (f"you have {got}. With zero means Var(q . k) = d sigma_q^2 sigma_k^2: "
-                   "recheck how the two standard deviations combine.")
+    return False, (f"you have {got}. Write the variance of one product q_i k_i with zero means, then add up "
+                   "the d coordinates: recheck how the two standard deviations combine.")
 
 
 @checker("ex-02-head-width", "a number: the variance of q . k / sqrt(512) when q . k runs over d_k = 64 coordinates")
@@ -53,7 +53,7 @@ def _bernoulli(answer):
     symbolic = bool(mean.free_symbols or var.free_symbols)
     where = "as a function of d" if symbolic else "at d = 3"
     if not (same(mean, expected_mean) if symbolic else np.isclose(_read_value_at(mean, 3), float(expected_mean.subs(d, 3)))):
-        return False, f"the mean {mean} is off {where}. Hint: E[q . k] = d mu_q mu_k."
+        return False, f"the mean {mean} is off {where}. Hint: start from the mean of one product q_i k_i of independent coordinates."
     if not (same(var, expected_var) if symbolic else np.isclose(_read_value_at(var, 3), float(expected_var.subs(d, 3)))):
         hint = ("non-zero means add mu_q^2 sigma_k^2 + mu_k^2 sigma_q^2 per coordinate"
                 if np.isclose(_read_value_at(var, 3), 3 / 16) else "use the variance of eq-score-moments with mu = sigma = 1/2")
@@ -77,4 +77,5 @@ def _correlation_budget(answer):
         return False, message + " Each coordinate has d - 1 partners, not d: recheck the count of cross terms."
     if np.allclose(got, 1 / (widths - 1), atol=3e-4):
         return False, message + " Both vectors carry rho, so the extra term holds rho squared."
-    return False, message + " Solve 1 + (d - 1) rho^2 = 2 for rho."
+    return False, message + (" Write the scaled variance with correlated coordinates as the chapter derives it, "
+                             "set it equal to 2 and solve for rho.")

@@ -20,7 +20,8 @@ def _twelve_heads(answer):
         return True, f"sqrt(d_model) = sqrt(d_k) * {expected:.4f}: every head's scores are flattened by that factor."
     if abs(t_eff - 768 / d_k) <= 0.01:
         return False, f"{t_eff:g} is the ratio of the widths; the denominators are their square roots."
-    return False, f"T_eff = {t_eff:.4f} does not satisfy sqrt(d_model) = sqrt(d_k) * T_eff; solve it for T_eff."
+    return False, (f"T_eff = {t_eff:.4f} is off: write the scale the model divides by and the one a head of its "
+                   "width calls for, and compare them.")
 
 
 @checker("ex-06-kv-cache", "a pair (gqa_gib, mha_gib): the KV cache in GiB with 8 key/value heads, and with 64")
@@ -35,7 +36,7 @@ def _kv_cache(answer):
         hints = {expected / 2: "count both the keys and the values", 2 * expected: "bfloat16 takes 2 bytes a number",
                  expected * _GIB / 1e9: "a GiB is 2**30 bytes, not 10**9"}
         hint = next((text for value, text in hints.items() if abs(got - value) <= 1e-3 * value),
-                    "multiply layers, tokens, key/value heads, head width, 2 (keys and values) and bytes per number")
+                    "list what the cache stores for one token of one layer, then count it for every token and layer")
         return False, f"{name} = {got:g} GiB is off: {hint}."
     return True, " ".join(results) + " Only the key/value heads enter the cache."
 

@@ -27,7 +27,7 @@ def _layer_bytes(answer):
              (expected / 4, "count the scores of every sequence in the batch"),
              (expected / 32, "count the scores of every head")]
     hint = next((text for value, text in hints if _close(got, value, 1e-3)),
-                "count batch x heads x n^2 scores, times the bytes of one number")
+                "count the scores of one sequence and one head first, then of the whole layer, then their bytes")
     return False, f"{got:.6g} bytes is not it; {hint}."
 
 
@@ -45,7 +45,8 @@ def _max_length(answer):
                  (expected24 * math.sqrt(1e9 / _GIB), "a GiB is 2^30 bytes, not 10^9"),
                  (expected24 * 4, "count all 16 heads")]
         hint = next((text for value, text in hints if abs(n24 - value) <= 2),
-                    "n^2 x batch x heads x bytes per number (float16: 2) must fit in 24 x 2^30 bytes")
+                    "write the bytes of the scores as a function of n, set them against the budget in bytes and "
+                    "take the largest whole n that fits")
         return False, f"n_24 = {n24} is not the largest length that fits; {hint}."
     if abs(n48 - expected48) > 1:
         hint = (" the memory grows with n^2, so doubling the budget does not double n."

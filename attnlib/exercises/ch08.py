@@ -78,6 +78,6 @@ def _block_sizes(answer):
         if value == tile:
             return False, (f"for blocks ({block_q}, {block_k}) you counted one tile of scores; "
                            "the output is a tensor too.")
-        return False, (f"for blocks ({block_q}, {block_k}) your count is not the largest tensor; compare a tile "
-                       "of scores, heads x block_q x block_k, with the output, heads x n x d, in float32 bytes.")
+        return False, (f"for blocks ({block_q}, {block_k}) your count is not the largest tensor; list the tensors "
+                       "tiled.attention allocates, with their shapes, and compare their bytes.")
     return True, "the largest tensor is a tile of scores or the output, whichever is larger; never n x n."

@@ -146,7 +146,7 @@ def _stored_bytes(answer):
             return False, f"{name} counts numbers; a float32 takes 4 bytes."
         if got * 2 == expected:
             return False, f"{name} looks like 2 bytes per number; the exercise keeps float32."
-        return False, f"{name} does not match: heads x rows x columns x 4 bytes, P has L x S per head, lse L."
+        return False, f"{name} does not match: write the tensor's shape for one head first, then count the bytes of all heads."
     return True, "P grows with L x S, the log-sum-exp with L: S times smaller."
 
 

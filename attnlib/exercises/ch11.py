@@ -60,7 +60,8 @@ def _infiniband(answer):
              (expected * 2, "a block's forward pass costs 4 H L_b^2 d operations: two "
                             "products of 2 L_b^2 d each per head")]
     hint = next((text for value, text in hints if _close(got, value, 0.02)),
-                "set 4 H L_b^2 d / F equal to 2 H_kv L_b d s / beta and solve for L_b")
+                "write a ring step's compute time and its transfer time as functions of L_b, then find where "
+                "they are equal")
     return False, f"{got:.4g} tokens is not the crossover; {hint}."
 
 
