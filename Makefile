@@ -10,7 +10,7 @@ PYTHON ?= python3
 TORCH  ?= cpu
 MAKE_PY = $(PYTHON) tools/make.py --venv $(VENV) --torch $(TORCH)
 
-.PHONY: env book test install-cells jupyter-edition student-edition assignments clean
+.PHONY: env book pdf test install-cells jupyter-edition student-edition assignments clean
 
 env:
 	$(MAKE_PY) env
@@ -20,6 +20,11 @@ book:
 
 test:
 	$(MAKE_PY) test
+
+# The whole book as one PDF, _build/html/book.pdf (which every page's download menu links):
+# the book on one HTML page, printed by Chromium (tools/book_pdf.py).
+pdf:
+	$(MAKE_PY) pdf
 
 # After changing repository: in _config.yml, rewrite every chapter's install cell.
 install-cells: env
