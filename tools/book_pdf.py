@@ -1,6 +1,6 @@
 """The book as one PDF: what `make pdf` runs.
 
-    python tools/book_pdf.py [--out _build/html/book.pdf]
+    python tools/book_pdf.py [--out _build/html/book.pdf] [--path-output DIR]
 
 The whole book is built on one HTML page (Sphinx's ``singlehtml`` builder, warnings as errors,
 into ``_build/singlehtml``), given a table of contents, and printed by headless Chromium with
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,6 @@ sys.path.insert(0, str(ROOT / "_ext"))
 
 from pdf_edition import PDF_NAME  # noqa: E402
 
-SINGLE_PAGE = ROOT / "_build" / "singlehtml"
 PRINTED_PAGE = "book-print.html"  # beside the one-page book, so that its relative links hold
 
 # For the PDF only: A4 pages numbered at the foot, each chapter and back-matter page from a new
@@ -37,7 +37,7 @@ PDF_STYLE = """<style>
 @page { size: A4; margin: 16mm 15mm 18mm; @bottom-center { content: counter(page); font-size: 9pt; } }
 @media print {
   div.toctree-wrapper > section, span[id^="document-"] + section { break-before: page; }
-  nav#book-contents { break-after: page; font-size: 0.95em; }
+  nav#book-contents { font-size: 0.95em; }
   nav#book-contents ol { list-style: none; padding-left: 0; }
   nav#book-contents ol ol { padding-left: 1.6em; margin-bottom: 0.4em; }
   nav#book-contents > ol > li { margin-top: 0.35em; font-weight: 500; }
@@ -56,44 +56,56 @@ def chromium() -> str:
     return found
 
 
-def build_single_page(jupyter_book: pathlib.Path) -> pathlib.Path:
-    """The whole book on one page, ``_build/singlehtml/intro.html``; warnings are errors."""
+def build_single_page(jupyter_book: pathlib.Path, path_output: pathlib.Path) -> pathlib.Path:
+    """The whole book on one page, ``PATH_OUTPUT/_build/singlehtml/intro.html``; warnings are errors."""
     result = subprocess.run([str(jupyter_book), "build", str(ROOT), "--builder", "singlehtml", "--all",
-                             "-W", "-n", "--keep-going"], cwd=ROOT)
+                             "--path-output", str(path_output), "-W", "-n", "--keep-going"], cwd=ROOT)
     if result.returncode:
         raise SystemExit(result.returncode)
-    return SINGLE_PAGE / "intro.html"
+    return path_output / "_build" / "singlehtml" / "intro.html"
 
 
-def contents(soup: BeautifulSoup) -> str:
-    """The table of contents: each page of the book (its numbered title) and its sections."""
+def contents(wrappers: list) -> str:
+    """The table of contents: each page of the book (its numbered title) and its sections, a
+    chapter's section pages (9.1, 9.2, ...) among them; titles keep their formulas for MathJax."""
     items = []
-    for marker in soup.select('div.toctree-wrapper span[id^="document-"]'):
+    markers = [marker for wrapper in wrappers
+               for marker in wrapper.find_all("span", id=re.compile("^document-"), recursive=False)]
+    for marker in markers:
         page = marker.find_next_sibling("section")
-        if page is None or page.find("h2") is None:
+        if page is None or page.find(["h2"]) is None:
             continue
-        sections = "".join(f'<li><a href="#{section["id"]}">{title(section.find("h3"))}</a></li>'
-                           for section in page.find_all("section", recursive=False) if section.find("h3"))
+        sections = []
+        for child in page.find_all(["section", "div"], recursive=False):
+            if child.name == "section" and child.find("h3"):
+                sections.append(child)
+            elif "toctree-wrapper" in child.get("class", []):  # a chapter's section pages
+                sections += [part.find_next_sibling("section")
+                             for part in child.find_all("span", id=re.compile("^document-"), recursive=False)]
+        listed = "".join(f'<li><a href="#{section["id"]}">{title(section.find(["h2", "h3"]))}</a></li>'
+                         for section in sections if section is not None)
         items.append(f'<li><a href="#{page["id"]}">{title(page.find("h2"))}</a>'
-                     + (f"<ol>{sections}</ol>" if sections else "") + "</li>")
+                     + (f"<ol>{listed}</ol>" if listed else "") + "</li>")
     return f'<nav id="book-contents" aria-label="Contents"><h2>Contents</h2><ol>{"".join(items)}</ol></nav>'
 
 
 def title(heading) -> str:
-    """A heading's text with its section number, without its "#" permalink."""
-    heading = BeautifulSoup(str(heading), "html.parser")
+    """A heading's HTML with its section number and formulas, without its "#" permalink."""
+    heading = BeautifulSoup(str(heading), "html.parser").find(["h2", "h3"])
     for link in heading.select("a.headerlink"):
         link.decompose()
-    return heading.get_text(" ", strip=True)
+    return heading.decode_contents()
 
 
 def printable(page: pathlib.Path) -> pathlib.Path:
     """The one-page book with its table of contents and the PDF's page style, ready to print."""
     soup = BeautifulSoup(page.read_text(), "html.parser")
-    place = soup.select_one("div.toctree-wrapper")
-    if place is None:
+    # the parts' lists of pages (a chapter's list of section pages sits inside its page)
+    wrappers = [wrapper for wrapper in soup.select("div.toctree-wrapper")
+                if wrapper.find_parent("div", class_="toctree-wrapper") is None]
+    if not wrappers:
         raise SystemExit(f"tools/book_pdf.py: {page} holds no chapters (no toctree-wrapper)")
-    place.insert_before(BeautifulSoup(contents(soup), "html.parser"))
+    wrappers[0].insert_before(BeautifulSoup(contents(wrappers), "html.parser"))
     soup.head.append(BeautifulSoup(PDF_STYLE, "html.parser"))
     printed = page.with_name(PRINTED_PAGE)
     printed.write_text(str(soup))
@@ -118,11 +130,13 @@ def print_to_pdf(page: pathlib.Path, out: pathlib.Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "_build" / "html" / PDF_NAME)
+    parser.add_argument("--path-output", type=pathlib.Path, default=ROOT,
+                        help="where the one-page build goes: PATH_OUTPUT/_build/singlehtml (default: the book's _build)")
     parser.add_argument("--jupyter-book", type=pathlib.Path,
                         default=pathlib.Path(sys.executable).with_name("jupyter-book"))
     args = parser.parse_args(argv)
     started = time.monotonic()
-    page = build_single_page(args.jupyter_book)
+    page = build_single_page(args.jupyter_book, args.path_output.resolve())
     built = time.monotonic()
     print_to_pdf(printable(page), args.out)
     print(f"[tools/book_pdf.py] {args.out} written: one-page build {built - started:.0f} s, "
