@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (Python 3.10-3.14 and make):
 #   make book   creates .venv, installs everything, builds the HTML book
 #   make test   creates .venv, installs everything, runs every test
+#   make pdf    the whole book as one PDF, _build/html/book.pdf (after make book)
 # Both run tools/make.py, which is also the way without make (Windows):
 #   python tools/make.py book | test
 # TORCH=cpu (default: the CPU build of the pinned torch), TORCH=cuda (the package index's

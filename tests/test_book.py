@@ -151,6 +151,14 @@ def test_one_search_box_and_a_licence_on_every_page(html):
         assert f'href="{url}/blob/main/LICENSE"' in page, f"{name}: no licence link in the footer"
 
 
+@pytest.mark.book
+def test_every_page_names_its_favicon(html):
+    """A page without one makes the browser ask for /favicon.ico, a 404 on every first visit."""
+    for name in ["intro", *toc_files()]:
+        links = re.findall(r'<link rel="icon" href="([^"]+)"', (html / f"{name}.html").read_text())
+        assert len(links) == 1 and ((html / name).parent / links[0]).resolve().is_file(), (name, links)
+
+
 def pins(path: pathlib.Path) -> dict[str, list[str]]:
     """Package name -> its requirement lines (specifier and marker, spaces removed), from a requirements file."""
     found: dict[str, list[str]] = {}
@@ -331,8 +339,12 @@ PROBE = r"""
       if (r.width === 0) continue;
       if (el.tabIndex >= 0) mathTabStops += 1;
       const display = el.getAttribute("display") === "true";
-      (display ? displaySizes : inlineSizes).push(parseFloat(getComputedStyle(el).fontSize));
-      if (display) continue;
+      const size = parseFloat(getComputedStyle(el).fontSize);
+      if (display) {
+        displaySizes.push({where: where(el), snippet: snippet(el), size: size, fits: el.scrollWidth <= el.clientWidth + 1});
+        continue;
+      }
+      inlineSizes.push(size);
       for (let a = el.parentElement; a && a !== column; a = a.parentElement) {
         const style = getComputedStyle(a);
         if (style.overflowX === "visible") continue;
@@ -773,23 +785,37 @@ def test_no_inline_formula_is_cut_off_at_either_width(rendered):
         f"  {page}:\n{describe(items)}" for page, items in clipped.items())
 
 
+# the least a display equation too wide for a phone's column is scaled to, to fit it
+# (_static/phone_fit.js): the size every display equation had on a phone before
+MIN_EQUATION_SCALE = 0.7
+
+
 @pytest.mark.book
 @needs_chromium
 def test_display_math_is_as_large_as_inline_math_and_numbers_sit_by_their_equations(rendered):
-    """At both widths a display equation is set at least at the size of the inline formulas
-    around it (a phone rule once set it at 71 % of them), and an equation's number sits beside
-    it or tight under it (40 px below it on a phone, before)."""
-    shrunk, apart, numbers = [], [], 0
+    """At both widths a display equation is set at the size of the inline formulas around it (a
+    phone rule once set every one at 71 % of them); only on a phone, one too wide for the column
+    is set just small enough to fit it, and no smaller than MIN_EQUATION_SCALE. An equation's
+    number sits beside it or tight under it (22 px below it on a phone, before)."""
+    shrunk, apart, numbers, fitted = [], [], 0, Counter()
     for (name, width), (_, report) in rendered.items():
         inline, display = report["inlineMathSizes"], report["displayMathSizes"]
-        # the inline formulas of the text (a heading's are larger)
-        text_size = sorted(inline)[len(inline) // 2] if inline else None
-        if display and text_size and min(display) < text_size - 0.5:
-            shrunk.append(f"  {name} at {width} px: display {min(display):.1f} px, inline {text_size:.1f} px")
+        if not inline:
+            continue
+        text_size = sorted(inline)[len(inline) // 2]  # the inline formulas of the text (a heading's are larger)
+        for equation in display:
+            if equation["size"] >= text_size - 0.5:
+                continue
+            if width == PHONE and equation["fits"] and equation["size"] >= MIN_EQUATION_SCALE * text_size - 0.5:
+                fitted[name] += 1
+                continue
+            shrunk.append(f"  {name} at {width} px [{equation['where']}]: {equation['size']:.1f} px against "
+                          f"inline {text_size:.1f} px{'' if equation['fits'] else ', and wider than its box'}: {equation['snippet']}")
         for number in report["numberGaps"]:
             numbers += 1
             if number["gap"] > 6:
                 apart.append(f"  {name} at {width} px [{number['where']}]: {number['number']} {number['gap']} px from its equation")
+    print(f"At {PHONE} px, {sum(fitted.values())} display equations set smaller to fit the column: {dict(fitted)}")
     assert numbers >= 2 * 50, f"only {numbers} numbered equations measured"
     assert not shrunk, "display math smaller than inline math:\n" + "\n".join(shrunk)
     assert not apart, "equation numbers apart from their equations:\n" + "\n".join(apart)
