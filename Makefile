@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (Python 3.10-3.14 and make):
 #   make book   creates .venv, installs everything, builds the HTML book
 #   make test   creates .venv, installs everything, runs every test
+#   make pdf    the whole book as one PDF, _build/html/book.pdf (after make book)
 # Both run tools/make.py, which is also the way without make (Windows):
 #   python tools/make.py book | test
 # TORCH=cpu (default: the CPU build of the pinned torch), TORCH=cuda (the package index's
@@ -10,7 +11,7 @@ PYTHON ?= python3
 TORCH  ?= cpu
 MAKE_PY = $(PYTHON) tools/make.py --venv $(VENV) --torch $(TORCH)
 
-.PHONY: env book test install-cells jupyter-edition student-edition assignments clean
+.PHONY: env book pdf test install-cells jupyter-edition student-edition assignments clean
 
 env:
 	$(MAKE_PY) env
@@ -20,6 +21,11 @@ book:
 
 test:
 	$(MAKE_PY) test
+
+# The whole book as one PDF, _build/html/book.pdf (which every page's download menu links):
+# the book on one HTML page, printed by Chromium (tools/book_pdf.py).
+pdf:
+	$(MAKE_PY) pdf
 
 # After changing repository: in _config.yml, rewrite every chapter's install cell.
 install-cells: env

@@ -50,19 +50,45 @@ def test_every_toc_entry_is_built(html):
         assert (html / f"{name}.html").is_file(), name
 
 
+def shows_code(name: str) -> bool:
+    """Whether a page's notebook shows a code cell: a chapter's landing page holds only its
+    introduction and the hidden install cell."""
+    cells = json.loads((ROOT / f"{name}.ipynb").read_text())["cells"]
+    return any(c["cell_type"] == "code" and "remove-cell" not in c["metadata"].get("tags", []) for c in cells)
+
+
 @pytest.mark.book
 def test_chapters_have_numbered_equations_launch_buttons_and_hidden_install_cells(html):
+    """Colab and Binder open the Jupyter edition (tests/test_jupyter_edition.py), whose Markdown
+    they render; a landing page with nothing to run (9, 10) has no launch buttons."""
     url = re.search(r"^\s+url:\s*(\S+)", (ROOT / "_config.yml").read_text(), flags=re.M).group(1)
     repo_path = url.removeprefix("https://github.com/")
+    landing = []
     for name in toc_files():
         if not name.startswith("chapters/"):
             continue
         page = (html / f"{name}.html").read_text()
-        # the Colab button opens the Jupyter edition (tests/test_jupyter_edition.py), Binder the source
+        if not shows_code(name):
+            landing.append(name)
+            assert "colab.research.google.com" not in page and "mybinder.org" not in page, \
+                f"{name} holds no code to run but has launch buttons"
+            continue
         assert f"colab.research.google.com/github/{repo_path}/blob/jupyter-edition/{name}.ipynb" in page, name
-        assert f"mybinder.org/v2/gh/{repo_path}/main" in page, name
+        assert f"mybinder.org/v2/gh/{repo_path}/jupyter-edition?urlpath=tree/{name}.ipynb" in page, name
+        assert f"mybinder.org/v2/gh/{repo_path}/main" not in page, f"{name}: Binder opens the MyST source"
         assert "Installs attnlib from the book" not in page, f"{name}: the install cell is visible"
         assert 'class="eqno"' in page or "math notranslate" in page, name
+    assert landing == ["chapters/09_fused_kernel", "chapters/10_backward_and_training"], landing
+
+
+@pytest.mark.book
+def test_every_page_links_the_books_pdf(html):
+    """The download menu offers the whole book as one PDF (make pdf writes it beside the pages)."""
+    for name in ["intro", *toc_files()]:
+        page = (html / f"{name}.html").read_text()
+        links = re.findall(r'href="([^"]*book\.pdf)"', page)
+        assert len(links) == 1, f"{name}: {links}"
+        assert ((html / name).parent / links[0]).resolve() == (html / "book.pdf").resolve(), (name, links)
 
 
 @pytest.mark.book
@@ -125,6 +151,14 @@ def test_one_search_box_and_a_licence_on_every_page(html):
         assert f'href="{url}/blob/main/LICENSE"' in page, f"{name}: no licence link in the footer"
 
 
+@pytest.mark.book
+def test_every_page_names_its_favicon(html):
+    """A page without one makes the browser ask for /favicon.ico, a 404 on every first visit."""
+    for name in ["intro", *toc_files()]:
+        links = re.findall(r'<link rel="icon" href="([^"]+)"', (html / f"{name}.html").read_text())
+        assert len(links) == 1 and ((html / name).parent / links[0]).resolve().is_file(), (name, links)
+
+
 def pins(path: pathlib.Path) -> dict[str, list[str]]:
     """Package name -> its requirement lines (specifier and marker, spaces removed), from a requirements file."""
     found: dict[str, list[str]] = {}
@@ -154,7 +188,7 @@ def test_binder_runs_the_chapters_with_the_books_versions_and_without_its_tools(
 
 # what requirements.txt holds to build and test the book, not to run a chapter
 TOOLS = {"jupyter-book", "sphinx-exercise", "sphinx-proof", "sphinxcontrib-bibtex", "pytest", "pytest-xdist",
-         "hypothesis", "nbval", "colorspacious", "uv", "django-static-mathjax", "nbconvert", "otter-grader", "ipykernel"}
+         "hypothesis", "nbval", "colorspacious", "uv", "django-static-mathjax", "nbconvert", "otter-grader", "ipykernel", "pypdf"}
 
 
 MATHJAX_SCRIPT = "_static/mathjax/tex-mml-chtml.js"
@@ -288,9 +322,61 @@ PROBE = r"""
       const r = img.getBoundingClientRect();
       if (r.width === 0 || !img.naturalWidth) continue;
       const src = img.getAttribute("src") || "";
+      // its own size: the width myst-nb writes inline (the PNG is stored at twice that)
+      const own = parseFloat(img.style.width) || img.naturalWidth / 2;
+      const caption = img.closest("figure") && img.closest("figure").querySelector(":scope > figcaption");
       figures.push({where: where(img), src: src.split("/").pop(), alt: img.getAttribute("alt"),
-                    drawn: r.width / r.height, file: img.naturalWidth / img.naturalHeight});
+                    drawn: r.width / r.height, file: img.naturalWidth / img.naturalHeight,
+                    scale: r.width / own, linked: !!img.closest("a.image-reference"),
+                    hint: caption ? clean(getComputedStyle(caption, "::before").content.replace(/^"|"$/g, "")) : ""});
     }
+    // math: inline formulas cut off by a box that clips, the sizes of inline and display
+    // formulas, how far an equation's number sits from it, and formulas in the Tab order
+    const inlineSizes = [], displaySizes = [], clippedMath = [], numberGaps = [];
+    let mathTabStops = 0;
+    for (const el of column.querySelectorAll("mjx-container")) {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0) continue;
+      if (el.tabIndex >= 0) mathTabStops += 1;
+      const display = el.getAttribute("display") === "true";
+      const size = parseFloat(getComputedStyle(el).fontSize);
+      if (display) {
+        displaySizes.push({where: where(el), snippet: snippet(el), size: size, fits: el.scrollWidth <= el.clientWidth + 1});
+        continue;
+      }
+      inlineSizes.push(size);
+      for (let a = el.parentElement; a && a !== column; a = a.parentElement) {
+        const style = getComputedStyle(a);
+        if (style.overflowX === "visible") continue;
+        const box = a.getBoundingClientRect();
+        if ((style.overflowX === "hidden" || style.overflowX === "clip") && (r.right > box.right + 1 || r.left < box.left - 1))
+          clippedMath.push({where: where(el), snippet: snippet(el), content: Math.round(r.width), box: Math.round(box.width)});
+        break;
+      }
+    }
+    for (const number of column.querySelectorAll("div.math > span.eqno")) {
+      const equation = number.parentElement.querySelector("mjx-container");
+      if (!equation) continue;
+      const e = equation.getBoundingClientRect(), n = number.getBoundingClientRect();
+      const gap = n.top >= e.bottom - 1 ? n.top - e.bottom : (e.top >= n.bottom - 1 ? e.top - n.bottom : 0);
+      numberGaps.push({where: where(number), number: clean(number.textContent), gap: Math.round(gap)});
+    }
+    // what scrolls sideways inside its own box without a shadow at its edge to show it, and
+    // listings taller than the window whose sideways scrollbar is then screens away
+    const unmarked = [], tallListings = [];
+    const scrollers = "div.math mjx-container[display='true'], span.math, .pst-scrollable-table-container, " +
+                      "div.cell_output div.output.text_html, figure a.image-reference";
+    for (const el of column.querySelectorAll(scrollers)) {
+      if (el.scrollWidth - el.clientWidth <= 1 || getComputedStyle(el).overflowX === "hidden") continue;
+      if (!getComputedStyle(el).backgroundImage.includes("gradient"))
+        unmarked.push({where: where(el), kind: kind(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth});
+    }
+    for (const el of column.querySelectorAll(".cell_output div.text_html div.highlight pre")) {
+      if (el.scrollWidth - el.clientWidth > 1 && el.clientHeight > window.innerHeight)
+        tallListings.push({where: where(el), snippet: snippet(el), height: el.clientHeight});
+    }
+    let mathMenu = false;
+    try { mathMenu = !!(MathJax.startup.document.menu && MathJax.startup.document.menu.menu); } catch (e) {}
     const strip = items => innermost(items).map(({el, ...rest}) => rest);
     const mathErrors = [];  // the TeX of every formula MathJax could not typeset, for the author
     if (window.MathJax && MathJax.startup && MathJax.startup.document) {
@@ -311,6 +397,14 @@ PROBE = r"""
       sticking: strip(sticking).slice(0, 30),
       fonts: fonts,
       figures: figures,
+      inlineMathSizes: inlineSizes,
+      displayMathSizes: displaySizes,
+      clippedMath: clippedMath,
+      numberGaps: numberGaps,
+      mathTabStops: mathTabStops,
+      mathMenu: mathMenu,
+      unmarkedScrolls: unmarked,
+      tallListings: tallListings,
       scriptErrors: window.__scriptErrors || [],
       mathErrors: mathErrors,
       mathjax: !!(window.MathJax && MathJax.startup && MathJax.startup.document),
@@ -622,3 +716,134 @@ def test_search_results_quote_plain_text(html, tmp_path):
     assert len(quotes) >= 5, f"the search found {len(quotes)} pages with quotes: {result.stderr[-1000:]}"
     raw = [q for q in quotes if re.search(r"\\[()\[\]]|\\[a-zA-Z]+", q) or "Contents" in q or ".pdf" in q]
     assert not raw, "quotes with TeX or header text:\n" + "\n".join(q[:200] for q in raw)
+
+
+# The smallest text the book's figures are drawn with (attnlib/diagrams.py's labels, chapter 6's
+# tick labels; the house style's is 10 pt), at attnlib.plots' figure.dpi: a figure's own size is
+# its width at that resolution, which myst-nb writes inline (the PNG is stored at twice it).
+FIGURE_TEXT_PT = 9
+FIGURE_DPI = 100
+LEGIBLE_PX = 9  # the smallest text on screen that a reader can read without zooming
+
+
+def figure_text_px(figure: dict) -> float:
+    """A figure's smallest text as drawn on the screen: its size at the figure's own size, times
+    the scale the page draws the figure at."""
+    return FIGURE_TEXT_PT * FIGURE_DPI / 72 * figure["scale"]
+
+
+def test_no_figure_is_drawn_with_text_smaller_than_the_legibility_test_assumes():
+    """FIGURE_TEXT_PT is the smallest font size in the code that draws the figures: attnlib's
+    plotting and diagram modules and the chapters' code cells (a named size, "small", would
+    escape the count and is refused)."""
+    sources = {str(path.relative_to(ROOT)): path.read_text() for path in (ROOT / "attnlib").rglob("*.py")}
+    for path in book_pages.notebooks():
+        cells = json.loads(path.read_text())["cells"]
+        sources[path.name] = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    sizes = {}
+    for name, text in sources.items():
+        for size in re.findall(r"\b(?:fontsize|labelsize)\s*=\s*([0-9.]+)", text):
+            sizes.setdefault(float(size), set()).add(name)
+        for size in re.findall(r'"[a-z.]*(?:font\.|label|title)size":\s*([0-9.]+)', text):
+            sizes.setdefault(float(size), set()).add(name)
+        named = re.findall(r"\b(?:fontsize|labelsize)\s*=\s*[\"']", text)
+        assert not named, f"{name}: a named font size; give figures' text sizes in points"
+    assert min(sizes) == FIGURE_TEXT_PT, f"the smallest figure text is {min(sizes)} pt in {sorted(sizes[min(sizes)])}"
+    assert '"figure.dpi": 100' in sources["attnlib/plots.py"] and FIGURE_DPI == 100
+
+
+@pytest.mark.book
+@needs_chromium
+def test_every_figures_text_is_legible_at_both_widths_and_a_phone_says_a_tap_enlarges_it(rendered):
+    """Measured in the browser from the figure's drawn scale: its smallest text is at least
+    LEGIBLE_PX on screen at 1400 and at 390 px (on a phone a wide figure keeps a legible size
+    and scrolls in its box), and on a phone every figure that links its full-size PNG says so."""
+    small, silent, lines, figures = [], [], [], 0
+    for (name, width), (_, report) in rendered.items():
+        for figure in report["figures"]:
+            figures += 1
+            text = figure_text_px(figure)
+            lines.append(f"  {name} at {width} px [{figure['where']}]: {text:.1f} px ({figure['src']})")
+            if text < LEGIBLE_PX - 0.05:
+                small.append(lines[-1])
+            if width == PHONE and figure["linked"] and "tap" not in figure["hint"].lower():
+                silent.append(f"  {name} [{figure['where']}]: caption hint {figure['hint']!r}")
+    print("Smallest figure text on screen:\n" + "\n".join(lines))
+    assert figures >= 2 * 30, f"only {figures} figures measured"
+    assert not small, f"figures whose {FIGURE_TEXT_PT}-pt text is under {LEGIBLE_PX} px on screen:\n" + "\n".join(small)
+    assert not silent, "figures that link their full size without saying so on a phone:\n" + "\n".join(silent)
+
+
+@pytest.mark.book
+@needs_chromium
+def test_no_inline_formula_is_cut_off_at_either_width(rendered):
+    """An inline formula wider than its line scrolls; none is clipped by a box that hides its
+    overflow (Solution 1.1's "= (0.616, 0.616)" was, on a phone)."""
+    clipped = {f"{name} at {width} px": report["clippedMath"]
+               for (name, width), (_, report) in rendered.items() if report["clippedMath"]}
+    assert not clipped, "inline formulas cut off:\n" + "\n".join(
+        f"  {page}:\n{describe(items)}" for page, items in clipped.items())
+
+
+# the least a display equation too wide for a phone's column is scaled to, to fit it
+# (_static/phone_fit.js): the size every display equation had on a phone before
+MIN_EQUATION_SCALE = 0.7
+
+
+@pytest.mark.book
+@needs_chromium
+def test_display_math_is_as_large_as_inline_math_and_numbers_sit_by_their_equations(rendered):
+    """At both widths a display equation is set at the size of the inline formulas around it (a
+    phone rule once set every one at 71 % of them); only on a phone, one too wide for the column
+    is set just small enough to fit it, and no smaller than MIN_EQUATION_SCALE. An equation's
+    number sits beside it or tight under it (22 px below it on a phone, before)."""
+    shrunk, apart, numbers, fitted = [], [], 0, Counter()
+    for (name, width), (_, report) in rendered.items():
+        inline, display = report["inlineMathSizes"], report["displayMathSizes"]
+        if not inline:
+            continue
+        text_size = sorted(inline)[len(inline) // 2]  # the inline formulas of the text (a heading's are larger)
+        for equation in display:
+            if equation["size"] >= text_size - 0.5:
+                continue
+            if width == PHONE and equation["fits"] and equation["size"] >= MIN_EQUATION_SCALE * text_size - 0.5:
+                fitted[name] += 1
+                continue
+            shrunk.append(f"  {name} at {width} px [{equation['where']}]: {equation['size']:.1f} px against "
+                          f"inline {text_size:.1f} px{'' if equation['fits'] else ', and wider than its box'}: {equation['snippet']}")
+        for number in report["numberGaps"]:
+            numbers += 1
+            if number["gap"] > 6:
+                apart.append(f"  {name} at {width} px [{number['where']}]: {number['number']} {number['gap']} px from its equation")
+    print(f"At {PHONE} px, {sum(fitted.values())} display equations set smaller to fit the column: {dict(fitted)}")
+    assert numbers >= 2 * 50, f"only {numbers} numbered equations measured"
+    assert not shrunk, "display math smaller than inline math:\n" + "\n".join(shrunk)
+    assert not apart, "equation numbers apart from their equations:\n" + "\n".join(apart)
+
+
+@pytest.mark.book
+@needs_chromium
+def test_formulas_are_not_tab_stops_and_keep_their_menu(rendered):
+    """A keyboard reader tabs through links and toggles, not through every formula (2,095 were
+    Tab stops); MathJax's menu is still there, on each formula's context menu."""
+    stops = {f"{name} at {width} px": report["mathTabStops"]
+             for (name, width), (_, report) in rendered.items() if report["mathTabStops"]}
+    assert not stops, f"formulas in the Tab order: {stops}"
+    with_math = [name for (name, width), (_, report) in rendered.items() if report["inlineMathSizes"]]
+    assert with_math and all(rendered[(name, DESKTOP)][1]["mathMenu"] for name in with_math), "MathJax's menu is off"
+
+
+@pytest.mark.book
+@needs_chromium
+def test_what_scrolls_sideways_shows_it_and_a_long_listing_keeps_its_scrollbar_in_reach(rendered):
+    """At both widths every box that scrolls sideways (an equation, an inline formula, a table, a
+    stored result, a figure on a phone) has the edge shadow that shows it continues; a library
+    listing with lines wider than its box is no taller than the window, so that its scrollbar
+    is on the screen where its first long line is."""
+    unmarked = {f"{name} at {width} px": report["unmarkedScrolls"]
+                for (name, width), (_, report) in rendered.items() if report["unmarkedScrolls"]}
+    assert not unmarked, "boxes that scroll sideways with nothing to show it:\n" + "\n".join(
+        f"  {page}:\n{describe(items)}" for page, items in unmarked.items())
+    tall = {f"{name} at {width} px": report["tallListings"]
+            for (name, width), (_, report) in rendered.items() if report["tallListings"]}
+    assert not tall, f"listings whose sideways scrollbar is screens below: {tall}"

@@ -46,8 +46,11 @@ def test_every_job_runs_somewhere_and_every_step_does_one_thing():
 def test_it_builds_with_the_readmes_command():
     commands = [step["run"].strip() for step in steps("build") if "run" in step]
     assert commands[0] == readme_build_command() == "make book", commands
-    # then the Jupyter edition, for the Colab buttons (tests/test_jupyter_edition.py runs its push)
-    assert [command.splitlines()[0] for command in commands[1:]] == ["make jupyter-edition"], commands
+    # then the Jupyter edition, for the Colab and Binder buttons (tests/test_jupyter_edition.py runs
+    # its push), and the PDF into _build/html before it is uploaded (tests/test_book_pdf.py checks it)
+    assert [command.splitlines()[0] for command in commands[1:]] == ["make jupyter-edition", "make pdf"], commands
+    names = [step.get("name") or step["uses"] for step in steps("build")]
+    assert names.index("build the book's PDF") < [i for i, n in enumerate(names) if "upload-pages-artifact" in n][0]
 
 
 def test_it_uploads_the_built_html_and_deploys_it_to_pages_after_the_build():

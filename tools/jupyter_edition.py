@@ -26,6 +26,7 @@ import json
 import pathlib
 import posixpath
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,7 +64,7 @@ def book_url(settings: dict | None = None) -> str:
 
 
 def edition_branch(settings: dict | None = None) -> str:
-    """The branch the Colab buttons open (_ext/colab_jupyter_edition.py)."""
+    """The branch the Colab and Binder buttons open (_ext/launch_jupyter_edition.py)."""
     return (settings or config())["sphinx"]["config"]["jupyter_edition_branch"]
 
 
@@ -455,6 +456,20 @@ def publish(folder: pathlib.Path, remote: str, branch: str, message: str) -> Non
         git("push", "--quiet", "--force", remote, f"HEAD:refs/heads/{branch}")
 
 
+def write_binder_environment(folder: pathlib.Path, commit: str, settings: dict | None = None) -> None:
+    """``binder/`` for the edition's branch, which the Binder button opens: the book's Binder
+    environment (``binder/``: requirements.txt, runtime.txt) with attnlib installed from the
+    repository at ``commit``, the commit the edition was made from, instead of from a checkout
+    (the branch holds only the notebooks)."""
+    url = (settings or config())["repository"]["url"].rstrip("/")
+    source = (ROOT / "binder" / "requirements.txt").read_text()
+    if source.splitlines().count("-e .") != 1:
+        raise ValueError("binder/requirements.txt should install attnlib from the checkout with one '-e .' line")
+    lines = [f"attnlib @ git+{url}@{commit}" if line == "-e ." else line for line in source.splitlines()]
+    shutil.copytree(ROOT / "binder", folder / "binder", dirs_exist_ok=True)  # runtime.txt and any other file
+    (folder / "binder" / "requirements.txt").write_text("\n".join(lines) + "\n")
+
+
 EDITION_README = """# The Jupyter edition of *{title}*
 
 Written by the publishing workflow from `{commit}` of {url} (`tools/jupyter_edition.py`);
@@ -482,6 +497,7 @@ def main(argv: list[str] | None = None) -> None:
         settings = config()
         (args.folder / "README.md").write_text(EDITION_README.format(
             title=settings["title"], commit=args.commit, url=settings["repository"]["url"], book=book_url(settings)))
+        write_binder_environment(args.folder, args.commit, settings)
         publish(args.folder, args.remote, args.branch or edition_branch(settings), f"Jupyter edition of {args.commit}")
         return
     try:

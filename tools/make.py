@@ -3,6 +3,7 @@
     python tools/make.py book    # what `make book` runs: .venv, then the HTML book in _build/html
     python tools/make.py test    # what `make test` runs: .venv, then every test
     python tools/make.py env     # only create or update .venv
+    python tools/make.py pdf     # what `make pdf` runs: .venv, then the book as one PDF (tools/book_pdf.py)
 
 Where torch comes from is chosen with --torch (or the TORCH environment variable):
 
@@ -258,7 +259,7 @@ print(f"[tools/make.py] torch {torch.__version__} ({build} build), {triton}")
 
 
 def install_browser() -> None:
-    """The book's browser test needs Debian's chromium: as root on Debian, install it when missing."""
+    """The book's browser test and its PDF need Debian's chromium: as root on Debian, install it when missing."""
     if shutil.which("chromium"):
         return
     if getattr(os, "geteuid", lambda: 1)() == 0 and shutil.which("apt-get"):
@@ -287,6 +288,11 @@ def book(venv: Path) -> None:
     say("the book is in _build/html/index.html")
 
 
+def pdf(venv: Path) -> None:
+    install_browser()
+    run(venv_file(venv, "python"), "tools/book_pdf.py")
+
+
 def test(venv: Path) -> None:
     install_browser()
     python = venv_file(venv, "python")
@@ -299,7 +305,7 @@ def test(venv: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("env", "book", "test"))
+    parser.add_argument("command", choices=("env", "book", "pdf", "test"))
     parser.add_argument("--torch", default=os.environ.get("TORCH") or "cpu", choices=TORCH_SOURCES,
                         help="where torch comes from (default: $TORCH, else cpu)")
     parser.add_argument("--venv", type=Path, default=Path(os.environ.get("VENV") or ROOT / ".venv"),
@@ -309,6 +315,8 @@ def main(argv: list[str] | None = None) -> None:
     create_venv(venv, args.torch)
     if args.command == "book":
         book(venv)
+    elif args.command == "pdf":
+        pdf(venv)
     elif args.command == "test":
         test(venv)
 

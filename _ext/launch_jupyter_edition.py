@@ -1,0 +1,68 @@
+"""The launch buttons open the Jupyter edition of a chapter, not its source; a page with no code
+to run has none.
+
+In the source notebooks the book's markup (cross-references, equation numbers, citations,
+exercises) is MyST, which Colab and Jupyter show as raw text. The publishing workflow writes the
+Jupyter edition (``tools/jupyter_edition.py``: the same notebooks, their markup as Markdown that
+Colab and Jupyter render) to the branch ``jupyter_edition_branch`` at the same paths, with a
+``binder/`` folder that installs attnlib from the commit the edition was made from. This
+extension points the Colab and the Binder button there.
+
+The landing pages of the chapters split into section pages (9, 10) hold only an introduction and
+a hidden install cell: launching them would open a notebook with nothing to run, so they get no
+launch buttons.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+
+from sphinx.application import Sphinx
+
+
+def colab_url(url: str, source_branch: str, edition_branch: str) -> str:
+    """``.../github/OWNER/NAME/blob/SOURCE/PATH`` with the edition's branch in place of the source's."""
+    marker = f"/blob/{source_branch}/"
+    if url.count(marker) != 1:
+        raise ValueError(f"launch_jupyter_edition: expected one {marker!r} in the Colab link, got {url!r}")
+    return url.replace(marker, f"/blob/{edition_branch}/")
+
+
+def binder_url(url: str, source_branch: str, edition_branch: str) -> str:
+    """``.../v2/gh/OWNER/NAME/SOURCE?urlpath=...`` with the edition's branch in place of the source's."""
+    marker = f"/{source_branch}?urlpath="
+    if url.count(marker) != 1:
+        raise ValueError(f"launch_jupyter_edition: expected one {marker!r} in the Binder link, got {url!r}")
+    return url.replace(marker, f"/{edition_branch}?urlpath=")
+
+
+def has_code_to_run(notebook: pathlib.Path) -> bool:
+    """Whether a notebook shows a code cell (one not removed from the page with ``remove-cell``)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return any(cell["cell_type"] == "code" and "remove-cell" not in cell.get("metadata", {}).get("tags", [])
+               for cell in cells)
+
+
+def point_launch_buttons_at_the_edition(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    source = context.get("theme_repository_branch") or app.config.html_theme_options.get("repository_branch") or "main"
+    edition = app.config.jupyter_edition_branch
+    buttons = context.get("header_buttons", [])
+    notebook = pathlib.Path(app.srcdir, f"{pagename}.ipynb")
+    if notebook.is_file() and not has_code_to_run(notebook):
+        buttons[:] = [group for group in buttons if group.get("label") != "launch-buttons"]
+        return
+    for group in buttons:
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group["buttons"]:
+            if button.get("text") == "Colab":
+                button["url"] = colab_url(button["url"], source, edition)
+            elif button.get("text") == "Binder":
+                button["url"] = binder_url(button["url"], source, edition)
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_config_value("jupyter_edition_branch", "jupyter-edition", "html", types=[str])
+    # after sphinx-book-theme's add_launch_buttons (priority 501)
+    app.connect("html-page-context", point_launch_buttons_at_the_edition, priority=502)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
