@@ -23,6 +23,7 @@ never imports it.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -103,11 +104,14 @@ def available(name: str) -> bool:
     return not missing(name)
 
 
-def skipped(name: str, what: str) -> str:
-    """The one line a cell prints instead of ``what`` when ``name`` cannot be loaded."""
-    checkpoint = _checkpoint(name)
-    return (f"Skipped {what}: it needs {', '.join(missing(name))} "
-            f"(install with: {checkpoint.install}).")
+def skipped(names, what: str) -> str:
+    """The one line a cell prints instead of ``what`` when a checkpoint of ``names`` (a
+    short name or several) cannot be loaded: what is missing, and how to install it."""
+    names = [names] if isinstance(names, str) else list(names)
+    absent = [name for name in names if missing(name)]
+    lacking = sorted({package for name in absent for package in missing(name)})
+    commands = " && ".join(dict.fromkeys(_checkpoint(name).install for name in absent))
+    return f"Skipped {what}: it needs {', '.join(lacking)} (install with: {commands})."
 
 
 def package_file(name: str) -> Path:
@@ -220,7 +224,69 @@ def load(name: str, attn_implementation: str = "eager"):
         folder, model_class = _prepared(checkpoint, _extract_minilm), AutoModel
     else:
         folder, model_class = _prepared(checkpoint, _dequantise_smollm2), AutoModelForCausalLM
-    model = model_class.from_pretrained(folder, dtype=torch.float32, local_files_only=True,
-                                        attn_implementation=attn_implementation)
+    with _quiet_progress():
+        model = model_class.from_pretrained(folder, dtype=torch.float32, local_files_only=True,
+                                            attn_implementation=attn_implementation)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer
+
+
+@contextlib.contextmanager
+def _quiet_progress():
+    """transformers' progress bars off while a cached checkpoint loads (a read of seconds)."""
+    from transformers.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+
+
+def needs_checkpoints(line: str, cell: str) -> None:
+    """The cell magic ``%%needs_checkpoints minilm smollm2: what the cell shows``: runs the
+    cell where those checkpoints can be loaded; elsewhere prints one line saying what it
+    skipped and how to install what is missing."""
+    names, _, what = line.partition(":")
+    names = names.split() or list(CHECKPOINTS)
+    if any(missing(name) for name in names):
+        print(skipped(names, what.strip() or "this cell"))
+        return
+    from IPython import get_ipython
+
+    get_ipython().run_cell(cell).raise_error()
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext attnlib.checkpoints`` registers the cell magic :func:`needs_checkpoints`."""
+    ipython.register_magic_function(needs_checkpoints, magic_kind="cell")
+
+
+def requantised(model, weights: str = "Q4_1", embeddings: str = "Q8_0"):
+    """A copy of ``model`` whose every 2-D ``nn.Linear`` weight went through GGUF's
+    ``weights`` format and back, and its token embedding through ``embeddings``: what
+    SmolLM2's file does to its fp32 weights (Q4_1 for the projections, Q8_0 for the
+    embedding), applied to a model that has its fp32 weights (MiniLM), to see what the
+    quantisation moves. Q4_1 stores 32 weights as 4-bit steps from the block's minimum,
+    with an fp16 step and minimum per block: 5 bits a weight."""
+    import copy
+
+    import gguf
+    import torch
+
+    def round_trip(tensor, format_name):
+        kind = gguf.GGMLQuantizationType[format_name]
+        array = tensor.detach().to(torch.float32).numpy()
+        back = gguf.quants.dequantize(gguf.quants.quantize(array, kind), kind)
+        return torch.from_numpy(back.reshape(array.shape)).to(tensor.dtype)
+
+    copied = copy.deepcopy(model)
+    with torch.no_grad():
+        for module in copied.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.copy_(round_trip(module.weight, weights))
+        embedding = copied.get_input_embeddings()
+        embedding.weight.copy_(round_trip(embedding.weight, embeddings))
+    return copied

@@ -26,6 +26,17 @@ def reference_text() -> str:
     return TEXT.read_text(encoding="utf-8")
 
 
+def reference_tokens(tokenizer, count: int) -> torch.Tensor:
+    """The first ``count`` tokens of :func:`reference_text` as ``tokenizer`` splits it, ``(1, count)``,
+    the tokenizer's special tokens included (an encoder's [CLS] in front and [SEP] at the end)."""
+    if not isinstance(count, int) or count < 2:
+        raise ValueError(f"count must be an int >= 2, got {count!r}")
+    ids = tokenizer(reference_text(), truncation=True, max_length=count, return_tensors="pt")["input_ids"]
+    if ids.shape[1] != count:
+        raise ValueError(f"count must be at most the text's {ids.shape[1]} tokens, got {count}")
+    return ids
+
+
 def _check_pair(query: torch.Tensor, key: torch.Tensor) -> None:
     if not (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor)):
         raise TypeError(f"query and key must be tensors, got {type(query).__name__} and {type(key).__name__}")
@@ -131,3 +142,15 @@ def sliding_window(length: int, cache: int, kept_first: int = 0) -> torch.Tensor
     recent = j > i - (cache - kept_first)
     first = j < kept_first
     return causal & (recent | first)
+
+
+def independent_prediction(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """``Var(q . k) / d_k`` per query head if every coordinate of ``q`` were independent of
+    every other and of ``k``, each keeping its measured mean and variance:
+    ``sum_c [(s_qc + m_qc^2)(s_kc + m_kc^2) - m_qc^2 m_kc^2] / d_k``. With means 0 and
+    variances 1 it is Chapter 2's 1; the gap to the measured ratio is the coordinates'
+    correlation."""
+    key = key_per_query_head(query, key)
+    q, k = query.double().transpose(0, 1).flatten(1, 2), key.double().transpose(0, 1).flatten(1, 2)
+    mq, sq, mk, sk = q.mean(1), q.var(1), k.mean(1), k.var(1)
+    return ((sq + mq**2) * (sk + mk**2) - mq**2 * mk**2).mean(-1)

@@ -8,6 +8,8 @@ on the Python Language Reference excerpt that ships with attnlib
 (``attnlib.trained.reference_text()``), with attnlib as every layer's attention
 (``attnlib.integrations.probes``), and measures:
 
+- perplexity on the first 128 tokens at 0.8 times the scale: the point the chapter
+  recomputes live;
 - perplexity on the first ``--tokens`` tokens with every layer's scale multiplied by each
   factor of ``--factors`` (the checkpoint's scale is factor 1);
 - from the factor-1 logits, perplexity with the logits divided by each temperature;
@@ -39,13 +41,7 @@ from training_sweep import commit
 
 FACTORS = (0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0)
 TEMPERATURES = (0.5, 0.8, 1.0, 1.25, 2.0)
-
-
-def tokens_of(tokenizer, count: int) -> torch.Tensor:
-    ids = tokenizer(trained.reference_text(), return_tensors="pt")["input_ids"]
-    if ids.shape[1] < count:
-        raise ValueError(f"the text has {ids.shape[1]} tokens, fewer than the {count} asked for")
-    return ids[:, :count]
+CHECK_TOKENS, CHECK_FACTOR = 128, 0.8
 
 
 def losses(model, ids, **probe_arguments) -> torch.Tensor:
@@ -70,7 +66,11 @@ def main() -> None:
                 "gguf": importlib.metadata.version("gguf")}
     model, tokenizer = checkpoints.load("smollm2")
 
-    ids = tokens_of(tokenizer, args.tokens)
+    # one point the chapter recomputes live, on fewer tokens
+    check_ids = trained.reference_tokens(tokenizer, CHECK_TOKENS)
+    check = {"tokens": CHECK_TOKENS, "factor": CHECK_FACTOR,
+             "perplexity": math.exp(losses(model, check_ids, scale_factor=CHECK_FACTOR)[0].mean().item())}
+    ids = trained.reference_tokens(tokenizer, args.tokens)
     scale_rows, factor_one_logits = [], None
     for factor in map(float, args.factors.split(",")):
         loss, logits = losses(model, ids, scale_factor=factor)
@@ -81,7 +81,7 @@ def main() -> None:
     temperature_rows = [{"temperature": t, "perplexity": trained.perplexity(factor_one_logits / t, ids)}
                         for t in TEMPERATURES]
 
-    stream = tokens_of(tokenizer, args.stream_tokens)
+    stream = trained.reference_tokens(tokenizer, args.stream_tokens)
     length = stream.shape[1]
     settings = {"dense": None,
                 "sliding window": trained.sliding_window(length, args.cache),
@@ -96,7 +96,7 @@ def main() -> None:
 
     result = {"machine": at_start, "wall_seconds": round(time.monotonic() - started),
               "model": "smollm2", "text": "attnlib.trained.reference_text()",
-              "tokens": args.tokens, "scale": scale_rows, "temperature": temperature_rows,
+              "check": check, "tokens": args.tokens, "scale": scale_rows, "temperature": temperature_rows,
               "stream_tokens": length, "cache": args.cache, "sinks": args.sinks, "stream": stream_rows}
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.output} in {result['wall_seconds']} s")

