@@ -91,21 +91,28 @@ def weights(query: torch.Tensor, key: torch.Tensor, scale: float, causal: bool) 
     return attention_weights(query.double(), key.double(), scale=scale, is_causal=causal)
 
 
-def entropy_over_log_keys(w: torch.Tensor) -> torch.Tensor:
+def keys_seen(w: torch.Tensor, causal: bool) -> torch.Tensor:
+    """``(L,)``: how many keys each row of ``w`` ``(..., L, S)`` may see (``i + 1`` when ``causal``)."""
+    length, keys = w.shape[-2], w.shape[-1]
+    if causal:
+        return torch.arange(1, length + 1).clamp(max=keys)
+    return torch.full((length,), keys)
+
+
+def entropy_over_log_keys(w: torch.Tensor, causal: bool) -> torch.Tensor:
     """Per head, the mean over rows of ``H(w_i) / ln S_i`` (``S_i`` the keys row ``i`` may
     see; rows with one key are left out): 1 is uniform, 0 one-hot."""
-    allowed = (w > 0).sum(-1)
-    entropy = -(w * torch.log(torch.where(w > 0, w, 1.0))).sum(-1)
-    rows = allowed > 1
-    ratio = torch.where(rows, entropy / torch.log(allowed.clamp(min=2).double()), 0.0)
-    return (ratio.sum(-1) / rows.sum(-1)).mean(0)
+    seen = keys_seen(w, causal)
+    rows = seen > 1
+    entropy = -(w * torch.log(torch.where(w > 0, w, 1.0))).sum(-1)  # 0 ln 0 = 0
+    ratio = entropy[..., rows] / torch.log(seen[rows].double())
+    return ratio.mean(-1).mean(0)
 
 
-def one_hot_share(w: torch.Tensor, threshold: float = 0.9) -> torch.Tensor:
+def one_hot_share(w: torch.Tensor, causal: bool, threshold: float = 0.9) -> torch.Tensor:
     """Per head, the share of rows (with more than one key) whose top weight exceeds ``threshold``."""
-    rows = (w > 0).sum(-1) > 1
-    peaked = (w.amax(-1) > threshold) & rows
-    return (peaked.sum(-1) / rows.sum(-1)).double().mean(0)
+    rows = keys_seen(w, causal) > 1
+    return (w.amax(-1)[..., rows] > threshold).double().mean(-1).mean(0)
 
 
 def jacobian_size(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
