@@ -45,7 +45,7 @@ def _layer_and_head(answer, name: str, value_name: str):
 @checker("ex-14-sink-share",
          "a tuple (layer, head, share): a layer (0-29) and a query head (0-8) of SmolLM2, and the "
          "mean weight that head's queries after the first put on the first token, on the first "
-         "256 tokens of attnlib.trained.reference_text()")
+         "256 tokens of the chapter's reference text")
 def _sink_share_checker(answer):
     layer, head, share, problem = _layer_and_head(answer, "smollm2", "share")
     if problem:
@@ -73,7 +73,7 @@ def _sink_share_checker(answer):
 @checker("ex-14-score-variance",
          "a tuple (layer, head, ratio): a layer (0-5) and a head (0-11) of MiniLM, and that head's "
          "Var(q.k)/d_k over all query-key pairs, on the first 128 tokens of "
-         "attnlib.trained.reference_text() (special tokens included)")
+         "the chapter's reference text (special tokens included)")
 def _score_variance_checker(answer):
     layer, head, ratio, problem = _layer_and_head(answer, "minilm", "ratio")
     if problem:
