@@ -16,6 +16,8 @@ import torch
 from .attention import attention_weights
 
 TEXT = Path(__file__).parent / "data" / "python_reference_excerpt.txt"
+#: the three sentences of Sentence-BERT's quickstart, whose similarities its documentation gives
+QUICKSTART = ("The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium.")
 
 
 def reference_text() -> str:
@@ -161,3 +163,25 @@ def independent_prediction(query: torch.Tensor, key: torch.Tensor) -> torch.Tens
     q, k = query.double().transpose(0, 1).flatten(1, 2), key.double().transpose(0, 1).flatten(1, 2)
     mq, sq, mk, sk = q.mean(1), q.var(1), k.mean(1), k.var(1)
     return ((sq + mq**2) * (sk + mk**2) - mq**2 * mk**2).mean(-1)
+
+
+def sentence_similarities(model, tokenizer, sentences=QUICKSTART) -> torch.Tensor:
+    """Cosine similarities ``(n, n)`` of an encoder's sentence embeddings, as Sentence-BERT
+    makes them: the mean of the last layer's token vectors over each sentence's tokens
+    (padding left out), scaled to unit length."""
+    batch = tokenizer(list(sentences), padding=True, return_tensors="pt")
+    with torch.no_grad():
+        tokens = model(**batch).last_hidden_state
+    mask = batch["attention_mask"][..., None].to(tokens.dtype)
+    embedding = torch.nn.functional.normalize((tokens * mask).sum(1) / mask.sum(1), dim=-1)
+    return embedding @ embedding.T
+
+
+def greedy_answer(model, tokenizer, question: str, new_tokens: int = 16) -> str:
+    """A chat model's answer to ``question`` through its chat template, each token the most
+    likely one, without the special tokens."""
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}],
+                                           add_generation_prompt=True, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        tokens = model.generate(prompt, max_new_tokens=new_tokens, do_sample=False)
+    return tokenizer.decode(tokens[0, prompt.shape[1]:], skip_special_tokens=True)

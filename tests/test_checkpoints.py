@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from attnlib import checkpoints
+from attnlib import checkpoints, trained
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -24,7 +24,6 @@ import make  # noqa: E402
 needs = {name: pytest.mark.skipif(not checkpoints.available(name),
                                   reason=checkpoints.skipped(name, "the test"))
          for name in checkpoints.CHECKPOINTS}
-SENTENCES = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
 # Sentence-BERT's documentation (sbert.net, quickstart) for all-MiniLM-L6-v2
 PUBLISHED = {(0, 1): 0.6660, (0, 2): 0.1046, (1, 2): 0.1411}
 
@@ -58,19 +57,10 @@ def test_a_damaged_file_is_refused_with_its_digest(tmp_path):
         checkpoints._check_digest(damaged, checkpoints.CHECKPOINTS["minilm"].sha256, "the file")
 
 
-def minilm_similarities(model, tokenizer):
-    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        tokens = model(**batch).last_hidden_state
-    mask = batch["attention_mask"][..., None].float()
-    embedding = torch.nn.functional.normalize((tokens * mask).sum(1) / mask.sum(1), dim=-1)
-    return embedding @ embedding.T
-
-
 @needs["minilm"]
 def test_minilm_gives_the_published_similarities(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
-    similarity = minilm_similarities(*checkpoints.load("minilm"))
+    similarity = trained.sentence_similarities(*checkpoints.load("minilm"), trained.QUICKSTART)
     for (i, j), published in PUBLISHED.items():
         assert abs(similarity[i, j].item() - published) < 5e-5, (i, j, similarity[i, j].item())
 
@@ -118,12 +108,8 @@ def test_the_cached_smollm2_holds_the_dequantised_weights_and_answers():
         tensor = stored[name]
         values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
         assert torch.equal(weight, torch.from_numpy(values.reshape(weight.shape))), name
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                           add_generation_prompt=True, return_tensors="pt")["input_ids"]
-    with torch.no_grad():
-        tokens = model.generate(prompt, max_new_tokens=12, do_sample=False)
-    assert tokenizer.decode(tokens[0, prompt.shape[1]:], skip_special_tokens=True) == \
-        "The capital of France is Paris."
+    answer = trained.greedy_answer(model, tokenizer, "What is the capital of France?", new_tokens=12)
+    assert answer == "The capital of France is Paris."
 
 
 @needs["minilm"]
