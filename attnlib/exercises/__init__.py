@@ -254,4 +254,4 @@ def student_notebook(notebook: dict) -> dict:
 
 
 # Each chapter's checkers register themselves on import; they need the helpers above.
-from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13  # noqa: E402,F401
+from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14  # noqa: E402,F401
