@@ -4,7 +4,9 @@ This is the FlashAttention algorithm written out with torch operations, one
 query block times one key block at a time. It never holds the ``L x S``
 score matrix: the largest intermediate is one tile of scores,
 ``(batch*Hkv, G*block_q, block_k)``, and besides the output it keeps only
-the running state (maximum, sum, accumulator) of one query block. Chapter 8
+the running state (maximum, sum, accumulator) of one query block (and, for
+inputs in another dtype than the compute dtype or with a mask, one copy of
+the keys and values in the compute dtype, which every query block reads). Chapter 8
 (``08_online_softmax``) derives every step; the comments below give the
 numbers its equations have in the book:
 
@@ -98,10 +100,11 @@ def _check_block(name: str, block) -> int:
 class _Tiles:
     """The problem laid out for tiling: rows grouped by key/value head.
 
-    ``query`` is ``(N, G, L, E)`` with ``N = batch * Hkv``; ``key`` and
-    ``value`` are ``(N, S, E)`` and ``(N, S, Ev)``, views of the caller's
-    tensors (no per-query-head copy). The methods hand out one block at a
-    time, cast to the compute dtype, and apply the mask to a tile of scores.
+    ``query`` is ``(N, G, L, E)`` with ``N = batch * Hkv``, a view of the
+    caller's tensor; ``key`` and ``value`` are ``(N, S, E)`` and
+    ``(N, S, Ev)`` in the compute dtype (no per-query-head copy; views of the
+    caller's tensors when they are in that dtype and there is no mask). The
+    methods hand out one block at a time and apply the mask to a tile of scores.
     """
 
     def __init__(self, problem: AttentionProblem, query, key, value):
@@ -140,7 +143,20 @@ class _Tiles:
             seen = allowed.any(dim=-2, keepdim=True).expand(*full[:-2], 1, self.key_len)
             seen = seen.unflatten(-3, (kv_heads, self.group)).any(dim=-3)
             self.key_seen = seen.reshape(self.rows, self.key_len, 1)
+        # Cast (and zero) once, not once per tile: every query block reads every key block.
+        self.key, self.value = self._compute_copy(self.key), self._compute_copy(self.value)
         # No key block outside every row's band (causal, window) is ever loaded (key_blocks).
+
+    def _compute_copy(self, x: torch.Tensor) -> torch.Tensor:
+        """``x (N, S, width)`` in the compute dtype, rows no query may see zeroed so NaN padding stays out.
+
+        The caller's tensor itself (no copy) when it is already in the compute
+        dtype and there is no mask.
+        """
+        x = x.to(self.dtype)
+        if self.key_seen is None:
+            return x
+        return torch.where(self.key_seen, x, torch.zeros((), dtype=self.dtype, device=x.device))
 
     def query_block(self, i0: int, i1: int) -> torch.Tensor:
         """``scale * Q`` rows ``i0:i1`` of every head of a group, stacked: ``(N, G*bq, E)``."""
@@ -148,14 +164,8 @@ class _Tiles:
         return block.reshape(self.rows, -1, block.shape[-1])
 
     def key_value_block(self, j0: int, j1: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values ``j0:j1``; rows no query may see are zeroed so NaN padding stays out."""
-        key = self.key[:, j0:j1].to(self.dtype)
-        value = self.value[:, j0:j1].to(self.dtype)
-        if self.key_seen is not None:
-            seen = self.key_seen[..., j0:j1, :]
-            zero = torch.zeros((), dtype=self.dtype, device=key.device)
-            key, value = torch.where(seen, key, zero), torch.where(seen, value, zero)
-        return key, value
+        """Keys and values ``j0:j1``, ``(N, bk, E)`` and ``(N, bk, Ev)``, in the compute dtype."""
+        return self.key[:, j0:j1], self.value[:, j0:j1]
 
     def key_blocks(self, i0: int, i1: int, block_k: int):
         """Start and end of each key block that query rows ``i0:i1`` may see.
@@ -285,7 +295,7 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[
         correction = torch.exp(m - shift)  # how much the old state shrinks
         weights = scores.sub_(shift).exp_()  # unnormalised, in place of the scores
         l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq. 8.3)
-        acc = acc.mul_(correction).add_(weights @ value)  # (eq. 8.4)
+        acc = acc.mul_(correction).baddbmm_(weights, value)  # (eq. 8.4), acc += weights @ value
         m = m_new
     # (eq. 8.5): a row that saw no allowed key has acc = 0 (and l = 0, or 1 with a sink); it stays 0.
     output = acc / torch.where(l > 0, l, torch.ones_like(l))
@@ -356,7 +366,7 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int, j1: i
     cap_slope = None if tiles.softcap is None else 1 - (scores / tiles.softcap).square()
     scores = tiles.mask_scores(scores, i0, i1, j0, j1)
     weights = scores.sub_(block_lse).exp_()  # P = exp(S - lse), the forward's weights (eq. 8.8)
-    grad_scores = weights * (grad_out @ value.mT - block_row_term)  # dS = P * (dP - D), dP = dO V^T
+    grad_scores = (grad_out @ value.mT).sub_(block_row_term).mul_(weights)  # dS = P * (dP - D), dP = dO V^T
     if cap_slope is not None:
         grad_scores = grad_scores.mul_(cap_slope)  # through the cap, to the uncapped scores
     return key, weights, grad_scores
@@ -415,8 +425,8 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, b
         for i0, i1, end in tiles.query_blocks_seeing(j0, j1, block_q):  # the forward pass's tiles
             rows = rows_of(i0, i1)
             _, weights, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, end)
-            grad_value_block[:, : end - j0] += weights.mT @ rows[1]
-            grad_key_block[:, : end - j0] += grad_scores.mT @ rows[0]
+            grad_value_block[:, : end - j0].baddbmm_(weights.mT, rows[1])  # += P^T dO
+            grad_key_block[:, : end - j0].baddbmm_(grad_scores.mT, rows[0])  # += dS^T (scale Q)
         grad_key[:, j0:j1], grad_value[:, j0:j1] = grad_key_block, grad_value_block
 
     def query_gradients(i0: int) -> None:
@@ -425,7 +435,7 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, b
         grad_query_block = torch.zeros_like(rows[0])
         for j0, j1 in tiles.key_blocks(i0, i1, block_k):
             key, _, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, j1)
-            grad_query_block += grad_scores @ key
+            grad_query_block.baddbmm_(grad_scores, key)  # += dS K
         grad_query[:, :, i0:i1] = grad_query_block.view(n, tiles.group, i1 - i0, -1) * tiles.scale
 
     _for_each_block(key_and_value_gradients, range(0, tiles.key_len, block_k), device)
