@@ -40,6 +40,7 @@ head's key block once.
 """
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 from concurrent.futures import ThreadPoolExecutor
@@ -145,6 +146,7 @@ class _Tiles:
             self.key_seen = seen.reshape(self.rows, self.key_len, 1)
         # Cast (and zero) once, not once per tile: every query block reads every key block.
         self.key, self.value = self._compute_copy(self.key), self._compute_copy(self.value)
+        self.row_slice = slice(None)  # these rows of N (all; fewer in a part from heads())
         # No key block outside every row's band (causal, window) is ever loaded (key_blocks).
 
     def _compute_copy(self, x: torch.Tensor) -> torch.Tensor:
@@ -157,6 +159,17 @@ class _Tiles:
         if self.key_seen is None:
             return x
         return torch.where(self.key_seen, x, torch.zeros((), dtype=self.dtype, device=x.device))
+
+    def heads(self, r0: int, r1: int) -> "_Tiles":
+        """The same tiles for rows ``r0:r1`` of ``N`` only, key/value heads that share no gradient."""
+        part = copy.copy(self)
+        part.rows, part.row_slice = r1 - r0, slice(r0, r1)
+        part.query, part.key, part.value = self.query[r0:r1], self.key[r0:r1], self.value[r0:r1]
+        if self.sinks is not None:
+            part.sinks = self.sinks[r0:r1]
+        if self.key_seen is not None:
+            part.key_seen = self.key_seen[r0:r1]
+        return part
 
     def query_block(self, i0: int, i1: int) -> torch.Tensor:
         """``scale * Q`` rows ``i0:i1`` of every head of a group, stacked: ``(N, G*bq, E)``."""
@@ -214,7 +227,7 @@ class _Tiles:
     def mask_scores(self, scores: torch.Tensor, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
         """Add the float mask and set forbidden scores to ``-inf``, in place; ``scores (N, G*bq, bk)``."""
         if self.mask is not None:
-            tile = self.mask[..., i0:i1, j0:j1].reshape(scores.shape)
+            tile = self.mask[..., i0:i1, j0:j1].reshape(-1, *scores.shape[1:])[self.row_slice]
             if tile.dtype == torch.bool:
                 scores.masked_fill_(~tile, float("-inf"))
             else:
@@ -306,7 +319,7 @@ def _for_each_block(work, starts: range, device: torch.device) -> None:
     """Call ``work(start)`` for every block start in ``starts``; the calls must be independent.
 
     The forward pass's query blocks never read each other's state (nor do
-    the backward pass's key blocks, or its query blocks), so they may run at
+    the backward pass's parts of the heads), so they may run at
     the same time, as a GPU runs each one as its own program. On a CPU with
     several cores, each core takes whole blocks in a thread of its own while
     torch runs every operation on one core: the cores then never wait for
@@ -399,48 +412,47 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, b
     Per tile (eq. 8.9): ``P = exp(S - lse)``, ``dP = dO V^T``,
     ``dS = P * (dP - D)`` with ``D = rowsum(dO * O) - dlse``, then
     ``dV_j += P^T dO_i``, ``dK_j += dS^T (scale * Q_i)`` and
-    ``dQ_i += scale * dS K_j``. Two sweeps keep every block's sums in one
-    place: over key blocks for ``dK`` and ``dV`` (each visiting the query
-    blocks that see it), then over query blocks for ``dQ``. The rows of a
-    group sum into their shared ``dK`` and ``dV`` through the matrix products.
+    ``dQ_i += scale * dS K_j``. One sweep over the key blocks does it all:
+    each key block visits the query blocks that see it, sums its own ``dK``
+    and ``dV``, and adds each tile's share to ``dQ`` in place, so every
+    tile's weights are recomputed once. Key blocks add to the same rows of
+    ``dQ``, so they take turns; key/value heads share no gradient, so parts
+    of the heads run side by side. The rows of a group sum into their shared
+    ``dK`` and ``dV`` through the matrix products.
     """
-    n = tiles.rows
     dtype, device = tiles.dtype, tiles.key.device
-    grad_query = torch.empty(tiles.query.shape, dtype=dtype, device=device)
+    grad_query = torch.zeros(tiles.query.shape, dtype=dtype, device=device)
     grad_key = torch.empty(tiles.key.shape, dtype=dtype, device=device)
     grad_value = torch.empty(tiles.value.shape, dtype=dtype, device=device)
     # A row with no allowed key has lse = -inf; +inf makes every weight exp(S - inf) = 0.
     lse = torch.where(lse == float("-inf"), float("inf"), lse)
     row_term = _row_terms(output, grad_output, grad_lse)  # D, (N, G, L)
 
-    def rows_of(i0: int, i1: int) -> tuple:
-        stacked = (n, -1, 1)
-        return (tiles.query_block(i0, i1), grad_output[:, :, i0:i1].to(dtype).reshape(n, -1, grad_output.shape[-1]),
-                lse[:, :, i0:i1].reshape(stacked), row_term[:, :, i0:i1].reshape(stacked))
+    def gradients_of_heads(h0: int) -> None:
+        heads = tiles.heads(h0, min(h0 + heads_per_part, tiles.rows))
+        n, rows = heads.rows, heads.row_slice
 
-    def key_and_value_gradients(j0: int) -> None:
-        j1 = min(j0 + block_k, tiles.key_len)
-        grad_key_block = torch.zeros((n, j1 - j0, tiles.key.shape[-1]), dtype=dtype, device=device)
-        grad_value_block = torch.zeros((n, j1 - j0, tiles.value.shape[-1]), dtype=dtype, device=device)
-        for i0, i1, end in tiles.query_blocks_seeing(j0, j1, block_q):  # the forward pass's tiles
-            rows = rows_of(i0, i1)
-            _, weights, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, end)
-            grad_value_block[:, : end - j0].baddbmm_(weights.mT, rows[1])  # += P^T dO
-            grad_key_block[:, : end - j0].baddbmm_(grad_scores.mT, rows[0])  # += dS^T (scale Q)
-        grad_key[:, j0:j1], grad_value[:, j0:j1] = grad_key_block, grad_value_block
+        def rows_of(i0: int, i1: int) -> tuple:  # scale * Q, dO, lse and D of query block i
+            stacked = (n, -1, 1)
+            return (heads.query_block(i0, i1),
+                    grad_output[rows, :, i0:i1].to(dtype).reshape(n, -1, grad_output.shape[-1]),
+                    lse[rows, :, i0:i1].reshape(stacked), row_term[rows, :, i0:i1].reshape(stacked))
 
-    def query_gradients(i0: int) -> None:
-        i1 = min(i0 + block_q, tiles.query_len)
-        rows = rows_of(i0, i1)
-        grad_query_block = torch.zeros_like(rows[0])
-        for j0, j1 in tiles.key_blocks(i0, i1, block_k):
-            key, _, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, j1)
-            grad_query_block.baddbmm_(grad_scores, key)  # += dS K
-        grad_query[:, :, i0:i1] = grad_query_block.view(n, tiles.group, i1 - i0, -1) * tiles.scale
+        for j0 in range(0, tiles.key_len, block_k):
+            j1 = min(j0 + block_k, tiles.key_len)
+            grad_key_block = torch.zeros((n, j1 - j0, tiles.key.shape[-1]), dtype=dtype, device=device)
+            grad_value_block = torch.zeros((n, j1 - j0, tiles.value.shape[-1]), dtype=dtype, device=device)
+            for i0, i1, end in heads.query_blocks_seeing(j0, j1, block_q):  # the forward pass's tiles
+                query, grad_out, *_ = block = rows_of(i0, i1)
+                key, weights, grad_scores = _tile_gradients(heads, block, i0, i1, j0, end)
+                grad_value_block[:, : end - j0].baddbmm_(weights.mT, grad_out)  # += P^T dO
+                grad_key_block[:, : end - j0].baddbmm_(grad_scores.mT, query)  # += dS^T (scale Q)
+                grad_query[rows, :, i0:i1] += (grad_scores @ key).view(n, tiles.group, i1 - i0, -1)
+            grad_key[rows, j0:j1], grad_value[rows, j0:j1] = grad_key_block, grad_value_block
 
-    _for_each_block(key_and_value_gradients, range(0, tiles.key_len, block_k), device)
-    _for_each_block(query_gradients, range(0, tiles.query_len, block_q), device)
-    return grad_query, grad_key, grad_value
+    heads_per_part = -(-tiles.rows // torch.get_num_threads())  # one part per core
+    _for_each_block(gradients_of_heads, range(0, tiles.rows, heads_per_part), device)
+    return grad_query.mul_(tiles.scale), grad_key, grad_value
 
 
 def gradients_from_lse(problem: AttentionProblem, output, lse, grad_output, grad_lse,
