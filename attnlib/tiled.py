@@ -6,8 +6,8 @@ score matrix: the largest intermediate is one tile of scores,
 ``(batch*Hkv, G*block_q, block_k)``, and besides the output it keeps only
 the running state (maximum, sum, accumulator) of one query block (and, for
 inputs in another dtype than the compute dtype or with a mask, one copy of
-the keys and values in the compute dtype, which every query block reads). Chapter 8
-(``08_online_softmax``) derives every step; the comments below give the
+the keys and values in the compute dtype, which every query block reads).
+Chapter 8 (``08_online_softmax``) derives every step; the comments below give the
 numbers its equations have in the book:
 
     (eq. 8.2)   m_new = max(m, rowmax(S_tile))
