@@ -2,6 +2,7 @@
 
     python benchmarks/tiled_vs_torch.py            # n = 1024 ... 8192 (about 10 min on 2 cores)
     python benchmarks/tiled_vs_torch.py --quick    # n = 512, 1024; results are not stored
+    python benchmarks/tiled_vs_torch.py --sizes 4096 --dtypes float32   # a part; not stored
 
 For each n, dtype (float32, bfloat16), causal or not, and pass (the forward
 under ``torch.no_grad``, or forward plus backward), ``attnlib.tiled.attention``
@@ -31,6 +32,7 @@ RESULTS = stored_results.RESULTS / "tiled_vs_torch.json"
 HEADS, WIDTH = 8, 64
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 PASSES = ("forward", "forward+backward")
+LENGTHS = [1024, 2048, 4096, 8192]
 #: The issue's goals, tiled/torch throughput for n = 1024 ... 8192.
 GOALS = {"forward": 0.9, "forward+backward": 0.7}
 
@@ -69,15 +71,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 512, 1024; results are not stored")
     parser.add_argument("--calls", type=int, default=5, help="calls per method and problem (default 5)")
+    parser.add_argument("--sizes", type=int, nargs="+", help="these n only; results are not stored")
+    parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES),
+                        help="these dtypes only; results are not stored unless both")
     args = parser.parse_args()
-    lengths = [512, 1024] if args.quick else [1024, 2048, 4096, 8192]
+    lengths = args.sizes or ([512, 1024] if args.quick else LENGTHS)
+    store = not args.quick and lengths == LENGTHS and args.dtypes == list(DTYPES)
     at_start = machine()
     print(f"cpu: {at_start['cpu']}, {at_start['cores']} cores, torch {at_start['torch']} with "
           f"{at_start['torch_threads']} threads; load average {at_start['load_average_1min']}")
     print("tiled/torch throughput (torch s / tiled s; median of "
           f"{args.calls} interleaved calls each), H = {HEADS}, d = {WIDTH}")
     rows = []
-    for name, dtype in DTYPES.items():
+    for name in args.dtypes:
+        dtype = DTYPES[name]
         for n in lengths:
             for backward in (False, True):
                 # fewer calls where one forward+backward takes seconds
@@ -92,7 +99,7 @@ def main():
                           f"{goal})  load {row['load_average_1min']}", flush=True)
     at_end = machine()
     print(f"load average at the end: {at_end['load_average_1min']}")
-    if not args.quick:
+    if store:
         RESULTS.write_text(json.dumps({
             "machine": at_start, "load_average_1min_at_end": at_end["load_average_1min"],
             "heads": HEADS, "width": WIDTH, "batch": 1, "goals": GOALS,
