@@ -4,8 +4,10 @@ This is the FlashAttention algorithm written out with torch operations, one
 query block times one key block at a time. It never holds the ``L x S``
 score matrix: the largest intermediate is one tile of scores,
 ``(batch*Hkv, G*block_q, block_k)``, and besides the output it keeps only
-the running state (maximum, sum, accumulator) of one query block. Chapter 8
-(``08_online_softmax``) derives every step; the comments below give the
+the running state (maximum, sum, accumulator) of one query block (and, for
+inputs in another dtype than the compute dtype or with a mask, one copy of
+the keys and values in the compute dtype, which every query block reads).
+Chapter 8 (``08_online_softmax``) derives every step; the comments below give the
 numbers its equations have in the book:
 
     (eq. 8.2)   m_new = max(m, rowmax(S_tile))
@@ -38,6 +40,7 @@ head's key block once.
 """
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 from concurrent.futures import ThreadPoolExecutor
@@ -98,10 +101,11 @@ def _check_block(name: str, block) -> int:
 class _Tiles:
     """The problem laid out for tiling: rows grouped by key/value head.
 
-    ``query`` is ``(N, G, L, E)`` with ``N = batch * Hkv``; ``key`` and
-    ``value`` are ``(N, S, E)`` and ``(N, S, Ev)``, views of the caller's
-    tensors (no per-query-head copy). The methods hand out one block at a
-    time, cast to the compute dtype, and apply the mask to a tile of scores.
+    ``query`` is ``(N, G, L, E)`` with ``N = batch * Hkv``, a view of the
+    caller's tensor; ``key`` and ``value`` are ``(N, S, E)`` and
+    ``(N, S, Ev)`` in the compute dtype (no per-query-head copy; views of the
+    caller's tensors when they are in that dtype and there is no mask). The
+    methods hand out one block at a time and apply the mask to a tile of scores.
     """
 
     def __init__(self, problem: AttentionProblem, query, key, value):
@@ -140,7 +144,32 @@ class _Tiles:
             seen = allowed.any(dim=-2, keepdim=True).expand(*full[:-2], 1, self.key_len)
             seen = seen.unflatten(-3, (kv_heads, self.group)).any(dim=-3)
             self.key_seen = seen.reshape(self.rows, self.key_len, 1)
+        # Cast (and zero) once, not once per tile: every query block reads every key block.
+        self.key, self.value = self._compute_copy(self.key), self._compute_copy(self.value)
+        self.row_slice = slice(None)  # these rows of N (all; fewer in a part from heads())
         # No key block outside every row's band (causal, window) is ever loaded (key_blocks).
+
+    def _compute_copy(self, x: torch.Tensor) -> torch.Tensor:
+        """``x (N, S, width)`` in the compute dtype, rows no query may see zeroed so NaN padding stays out.
+
+        The caller's tensor itself (no copy) when it is already in the compute
+        dtype and there is no mask.
+        """
+        x = x.to(self.dtype)
+        if self.key_seen is None:
+            return x
+        return torch.where(self.key_seen, x, torch.zeros((), dtype=self.dtype, device=x.device))
+
+    def heads(self, r0: int, r1: int) -> "_Tiles":
+        """The same tiles for rows ``r0:r1`` of ``N`` only, key/value heads that share no gradient."""
+        part = copy.copy(self)
+        part.rows, part.row_slice = r1 - r0, slice(r0, r1)
+        part.query, part.key, part.value = self.query[r0:r1], self.key[r0:r1], self.value[r0:r1]
+        if self.sinks is not None:
+            part.sinks = self.sinks[r0:r1]
+        if self.key_seen is not None:
+            part.key_seen = self.key_seen[r0:r1]
+        return part
 
     def query_block(self, i0: int, i1: int) -> torch.Tensor:
         """``scale * Q`` rows ``i0:i1`` of every head of a group, stacked: ``(N, G*bq, E)``."""
@@ -148,14 +177,8 @@ class _Tiles:
         return block.reshape(self.rows, -1, block.shape[-1])
 
     def key_value_block(self, j0: int, j1: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values ``j0:j1``; rows no query may see are zeroed so NaN padding stays out."""
-        key = self.key[:, j0:j1].to(self.dtype)
-        value = self.value[:, j0:j1].to(self.dtype)
-        if self.key_seen is not None:
-            seen = self.key_seen[..., j0:j1, :]
-            zero = torch.zeros((), dtype=self.dtype, device=key.device)
-            key, value = torch.where(seen, key, zero), torch.where(seen, value, zero)
-        return key, value
+        """Keys and values ``j0:j1``, ``(N, bk, E)`` and ``(N, bk, Ev)``, in the compute dtype."""
+        return self.key[:, j0:j1], self.value[:, j0:j1]
 
     def key_blocks(self, i0: int, i1: int, block_k: int):
         """Start and end of each key block that query rows ``i0:i1`` may see.
@@ -204,7 +227,7 @@ class _Tiles:
     def mask_scores(self, scores: torch.Tensor, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
         """Add the float mask and set forbidden scores to ``-inf``, in place; ``scores (N, G*bq, bk)``."""
         if self.mask is not None:
-            tile = self.mask[..., i0:i1, j0:j1].reshape(scores.shape)
+            tile = self.mask[..., i0:i1, j0:j1].reshape(-1, *scores.shape[1:])[self.row_slice]
             if tile.dtype == torch.bool:
                 scores.masked_fill_(~tile, float("-inf"))
             else:
@@ -285,7 +308,7 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[
         correction = torch.exp(m - shift)  # how much the old state shrinks
         weights = scores.sub_(shift).exp_()  # unnormalised, in place of the scores
         l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq. 8.3)
-        acc = acc.mul_(correction).add_(weights @ value)  # (eq. 8.4)
+        acc = acc.mul_(correction).baddbmm_(weights, value)  # (eq. 8.4), acc += weights @ value
         m = m_new
     # (eq. 8.5): a row that saw no allowed key has acc = 0 (and l = 0, or 1 with a sink); it stays 0.
     output = acc / torch.where(l > 0, l, torch.ones_like(l))
@@ -296,7 +319,7 @@ def _for_each_block(work, starts: range, device: torch.device) -> None:
     """Call ``work(start)`` for every block start in ``starts``; the calls must be independent.
 
     The forward pass's query blocks never read each other's state (nor do
-    the backward pass's key blocks, or its query blocks), so they may run at
+    the backward pass's parts of the heads), so they may run at
     the same time, as a GPU runs each one as its own program. On a CPU with
     several cores, each core takes whole blocks in a thread of its own while
     torch runs every operation on one core: the cores then never wait for
@@ -356,7 +379,7 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int, j1: i
     cap_slope = None if tiles.softcap is None else 1 - (scores / tiles.softcap).square()
     scores = tiles.mask_scores(scores, i0, i1, j0, j1)
     weights = scores.sub_(block_lse).exp_()  # P = exp(S - lse), the forward's weights (eq. 8.8)
-    grad_scores = weights * (grad_out @ value.mT - block_row_term)  # dS = P * (dP - D), dP = dO V^T
+    grad_scores = (grad_out @ value.mT).sub_(block_row_term).mul_(weights)  # dS = P * (dP - D), dP = dO V^T
     if cap_slope is not None:
         grad_scores = grad_scores.mul_(cap_slope)  # through the cap, to the uncapped scores
     return key, weights, grad_scores
@@ -389,48 +412,47 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int, b
     Per tile (eq. 8.9): ``P = exp(S - lse)``, ``dP = dO V^T``,
     ``dS = P * (dP - D)`` with ``D = rowsum(dO * O) - dlse``, then
     ``dV_j += P^T dO_i``, ``dK_j += dS^T (scale * Q_i)`` and
-    ``dQ_i += scale * dS K_j``. Two sweeps keep every block's sums in one
-    place: over key blocks for ``dK`` and ``dV`` (each visiting the query
-    blocks that see it), then over query blocks for ``dQ``. The rows of a
-    group sum into their shared ``dK`` and ``dV`` through the matrix products.
+    ``dQ_i += scale * dS K_j``. One sweep over the key blocks does it all:
+    each key block visits the query blocks that see it, sums its own ``dK``
+    and ``dV``, and adds each tile's share to ``dQ`` in place, so every
+    tile's weights are recomputed once. Key blocks add to the same rows of
+    ``dQ``, so they take turns; key/value heads share no gradient, so parts
+    of the heads run side by side. The rows of a group sum into their shared
+    ``dK`` and ``dV`` through the matrix products.
     """
-    n = tiles.rows
     dtype, device = tiles.dtype, tiles.key.device
-    grad_query = torch.empty(tiles.query.shape, dtype=dtype, device=device)
+    grad_query = torch.zeros(tiles.query.shape, dtype=dtype, device=device)
     grad_key = torch.empty(tiles.key.shape, dtype=dtype, device=device)
     grad_value = torch.empty(tiles.value.shape, dtype=dtype, device=device)
     # A row with no allowed key has lse = -inf; +inf makes every weight exp(S - inf) = 0.
     lse = torch.where(lse == float("-inf"), float("inf"), lse)
     row_term = _row_terms(output, grad_output, grad_lse)  # D, (N, G, L)
 
-    def rows_of(i0: int, i1: int) -> tuple:
-        stacked = (n, -1, 1)
-        return (tiles.query_block(i0, i1), grad_output[:, :, i0:i1].to(dtype).reshape(n, -1, grad_output.shape[-1]),
-                lse[:, :, i0:i1].reshape(stacked), row_term[:, :, i0:i1].reshape(stacked))
+    def gradients_of_heads(h0: int) -> None:
+        heads = tiles.heads(h0, min(h0 + heads_per_part, tiles.rows))
+        n, rows = heads.rows, heads.row_slice
 
-    def key_and_value_gradients(j0: int) -> None:
-        j1 = min(j0 + block_k, tiles.key_len)
-        grad_key_block = torch.zeros((n, j1 - j0, tiles.key.shape[-1]), dtype=dtype, device=device)
-        grad_value_block = torch.zeros((n, j1 - j0, tiles.value.shape[-1]), dtype=dtype, device=device)
-        for i0, i1, end in tiles.query_blocks_seeing(j0, j1, block_q):  # the forward pass's tiles
-            rows = rows_of(i0, i1)
-            _, weights, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, end)
-            grad_value_block[:, : end - j0] += weights.mT @ rows[1]
-            grad_key_block[:, : end - j0] += grad_scores.mT @ rows[0]
-        grad_key[:, j0:j1], grad_value[:, j0:j1] = grad_key_block, grad_value_block
+        def rows_of(i0: int, i1: int) -> tuple:  # scale * Q, dO, lse and D of query block i
+            stacked = (n, -1, 1)
+            return (heads.query_block(i0, i1),
+                    grad_output[rows, :, i0:i1].to(dtype).reshape(n, -1, grad_output.shape[-1]),
+                    lse[rows, :, i0:i1].reshape(stacked), row_term[rows, :, i0:i1].reshape(stacked))
 
-    def query_gradients(i0: int) -> None:
-        i1 = min(i0 + block_q, tiles.query_len)
-        rows = rows_of(i0, i1)
-        grad_query_block = torch.zeros_like(rows[0])
-        for j0, j1 in tiles.key_blocks(i0, i1, block_k):
-            key, _, grad_scores = _tile_gradients(tiles, rows, i0, i1, j0, j1)
-            grad_query_block += grad_scores @ key
-        grad_query[:, :, i0:i1] = grad_query_block.view(n, tiles.group, i1 - i0, -1) * tiles.scale
+        for j0 in range(0, tiles.key_len, block_k):
+            j1 = min(j0 + block_k, tiles.key_len)
+            grad_key_block = torch.zeros((n, j1 - j0, tiles.key.shape[-1]), dtype=dtype, device=device)
+            grad_value_block = torch.zeros((n, j1 - j0, tiles.value.shape[-1]), dtype=dtype, device=device)
+            for i0, i1, end in heads.query_blocks_seeing(j0, j1, block_q):  # the forward pass's tiles
+                query, grad_out, *_ = block = rows_of(i0, i1)
+                key, weights, grad_scores = _tile_gradients(heads, block, i0, i1, j0, end)
+                grad_value_block[:, : end - j0].baddbmm_(weights.mT, grad_out)  # += P^T dO
+                grad_key_block[:, : end - j0].baddbmm_(grad_scores.mT, query)  # += dS^T (scale Q)
+                grad_query[rows, :, i0:i1] += (grad_scores @ key).view(n, tiles.group, i1 - i0, -1)
+            grad_key[rows, j0:j1], grad_value[rows, j0:j1] = grad_key_block, grad_value_block
 
-    _for_each_block(key_and_value_gradients, range(0, tiles.key_len, block_k), device)
-    _for_each_block(query_gradients, range(0, tiles.query_len, block_q), device)
-    return grad_query, grad_key, grad_value
+    heads_per_part = -(-tiles.rows // torch.get_num_threads())  # one part per core
+    _for_each_block(gradients_of_heads, range(0, tiles.rows, heads_per_part), device)
+    return grad_query.mul_(tiles.scale), grad_key, grad_value
 
 
 def gradients_from_lse(problem: AttentionProblem, output, lse, grad_output, grad_lse,

@@ -292,8 +292,9 @@ def test_largest_intermediate_is_one_tile_not_the_score_matrix(is_causal):
     assert naive_largest.nbytes == 4 * heads * n * n
 
 
-def test_blocks_on_threads_match_blocks_in_order_and_restore_the_thread_count():
-    q, k, v, kwargs, _ = make_case(2, 4, 2, 300, 200, 16, 8, "causal_br", dtype=torch.float32)
+@pytest.mark.parametrize("mask_kind", ["causal_br", "float"])  # float: a mask per head, cut per part of the heads
+def test_blocks_on_threads_match_blocks_in_order_and_restore_the_thread_count(mask_kind):
+    q, k, v, kwargs, _ = make_case(2, 4, 2, 300, 200, 16, 8, mask_kind, dtype=torch.float32)
     upstream = randn(2, 4, 300, 8, dtype=torch.float32, seed=6)
 
     def output_and_gradients():

@@ -1,0 +1,112 @@
+"""The tiled path's throughput as a fraction of torch's own CPU kernel.
+
+    python benchmarks/tiled_vs_torch.py            # n = 1024 ... 8192 (5-8 min on 2 cores)
+    python benchmarks/tiled_vs_torch.py --quick    # n = 512, 1024; results are not stored
+    python benchmarks/tiled_vs_torch.py --sizes 4096 --dtypes float32   # a part; not stored
+
+For each n, dtype (float32, bfloat16), causal or not, and pass (the forward
+under ``torch.no_grad``, or forward plus backward), ``attnlib.tiled.attention``
+and ``torch.nn.functional.scaled_dot_product_attention`` are timed in one
+process on the same ``(1, 8, n, 64)`` inputs, taking turns call after call
+(which goes first alternates), so that a busy spell of a shared machine falls
+on both. Each prints the median of its calls and tiled's throughput as a
+fraction of torch's, ``torch seconds / tiled seconds`` (higher is better;
+1.0 is parity), with the CPU, the thread count and the load average. Writes
+``attnlib/results/tiled_vs_torch.json``, which Chapter 8's table reads.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from attnlib import stored_results, tiled
+from measure import machine
+
+RESULTS = stored_results.RESULTS / "tiled_vs_torch.json"
+HEADS, WIDTH = 8, 64
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+PASSES = ("forward", "forward+backward")
+LENGTHS = [1024, 2048, 4096, 8192]
+#: The issue's goals, tiled/torch throughput for n = 1024 ... 8192.
+GOALS = {"forward": 0.9, "forward+backward": 0.7}
+
+
+def _timed_call(fn, q, k, v, causal: bool, backward: bool) -> float:
+    start = time.perf_counter()
+    if backward:
+        fn(q, k, v, is_causal=causal).sum().backward()
+        for x in (q, k, v):
+            x.grad = None
+    else:
+        with torch.no_grad():
+            fn(q, k, v, is_causal=causal)
+    return time.perf_counter() - start
+
+
+def compare(n: int, dtype: torch.dtype, causal: bool, backward: bool, calls: int) -> dict:
+    """Median seconds of tiled and torch on one problem, measured in turns."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, HEADS, n, WIDTH, dtype=dtype, requires_grad=backward) for _ in range(3))
+    methods = {"tiled": tiled.attention, "torch": F.scaled_dot_product_attention}
+    for fn in methods.values():  # warm up
+        _timed_call(fn, q, k, v, causal, backward)
+    times = {name: [] for name in methods}
+    for call in range(calls):
+        order = list(methods) if call % 2 == 0 else list(methods)[::-1]
+        for name in order:
+            times[name].append(_timed_call(methods[name], q, k, v, causal, backward))
+    tiled_s, torch_s = (statistics.median(times[name]) for name in methods)
+    return {"n": n, "dtype": str(dtype).removeprefix("torch."), "causal": causal,
+            "pass": PASSES[backward], "calls": calls, "tiled_seconds": tiled_s, "torch_seconds": torch_s,
+            "ratio": torch_s / tiled_s, "load_average_1min": round(os.getloadavg()[0], 2)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="n = 512, 1024; results are not stored")
+    parser.add_argument("--calls", type=int, default=5, help="calls per method and problem (default 5)")
+    parser.add_argument("--sizes", type=int, nargs="+", help="these n only; results are not stored")
+    parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES),
+                        help="these dtypes only; results are not stored unless both")
+    args = parser.parse_args()
+    lengths = args.sizes or ([512, 1024] if args.quick else LENGTHS)
+    store = not args.quick and lengths == LENGTHS and args.dtypes == list(DTYPES)
+    at_start = machine()
+    print(f"cpu: {at_start['cpu']}, {at_start['cores']} cores, torch {at_start['torch']} with "
+          f"{at_start['torch_threads']} threads; load average {at_start['load_average_1min']}")
+    print("tiled/torch throughput (torch s / tiled s; median of "
+          f"{args.calls} interleaved calls each), H = {HEADS}, d = {WIDTH}")
+    rows = []
+    for name in args.dtypes:
+        dtype = DTYPES[name]
+        for n in lengths:
+            for backward in (False, True):
+                # fewer calls where one forward+backward takes seconds
+                calls = max(3, args.calls // 2) if backward and n >= 4096 else args.calls
+                for causal in (False, True):
+                    row = compare(n, dtype, causal, backward, calls)
+                    rows.append(row)
+                    goal = GOALS[row["pass"]]
+                    print(f"  {name:>8} n={n:<5} {row['pass']:>16} {'causal' if causal else '':>6} "
+                          f"tiled {row['tiled_seconds']:7.3f} s  torch {row['torch_seconds']:7.3f} s  "
+                          f"ratio {row['ratio']:.2f} ({'met' if row['ratio'] >= goal else 'below'} "
+                          f"{goal})  load {row['load_average_1min']}", flush=True)
+    at_end = machine()
+    print(f"load average at the end: {at_end['load_average_1min']}")
+    if store:
+        RESULTS.write_text(json.dumps({
+            "machine": at_start, "load_average_1min_at_end": at_end["load_average_1min"],
+            "heads": HEADS, "width": WIDTH, "batch": 1, "goals": GOALS,
+            "time": "median seconds per call, tiled and torch taking turns in one process",
+            "rows": rows}, indent=1) + "\n")
+        print(f"wrote {RESULTS.name}")
+
+
+if __name__ == "__main__":
+    main()
