@@ -40,8 +40,9 @@ def plain(latex: str) -> str:
 
 
 def surname(person) -> str:
-    """'de Jong', 'Ré', 'Kaiser': the family name as the text cites it."""
-    return plain(" ".join(person.prelast_names + person.last_names))
+    """'de Jong', 'Ré', 'Kaiser': the family name as the text cites it. A family name of
+    several words ('Ben Allal') is tied with no-break spaces, as the text's citations tie it."""
+    return plain(" ".join([*person.prelast_names, "\u00a0".join(person.last_names)]))
 
 
 def is_others(person) -> bool:

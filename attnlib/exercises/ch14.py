@@ -28,7 +28,7 @@ def _recorded(name: str, count: int) -> tuple:
     return tuple(calls)
 
 
-def _layer_and_head(answer, name: str, value_name: str):
+def _read_layer_and_head(answer, name: str, value_name: str):
     layer, head, value = as_parts(answer, ("layer", "head", value_name))
     layer, head = as_count(*layer), as_count(*head)
     value = as_number(*value)
@@ -47,7 +47,7 @@ def _layer_and_head(answer, name: str, value_name: str):
          "mean weight that head's queries after the first put on the first token, on the first "
          "256 tokens of the chapter's reference text")
 def _sink_share_checker(answer):
-    layer, head, share, problem = _layer_and_head(answer, "smollm2", "share")
+    layer, head, share, problem = _read_layer_and_head(answer, "smollm2", "share")
     if problem:
         return False, problem
     calls = _recorded("smollm2", SINK_TOKENS)
@@ -75,7 +75,7 @@ def _sink_share_checker(answer):
          "Var(q.k)/d_k over all query-key pairs, on the first 128 tokens of "
          "the chapter's reference text (special tokens included)")
 def _score_variance_checker(answer):
-    layer, head, ratio, problem = _layer_and_head(answer, "minilm", "ratio")
+    layer, head, ratio, problem = _read_layer_and_head(answer, "minilm", "ratio")
     if problem:
         return False, problem
     call = _recorded("minilm", VARIANCE_TOKENS)[layer]
