@@ -30,9 +30,9 @@ def repository() -> tuple[str, str]:
 
 
 #: Chapter 14's pages: the trained checkpoints (attnlib.checkpoints)
-CHECKPOINT_PAGES = ("14_trained_models.ipynb", "14_1_queries_and_keys.ipynb",
-                    "14_2_scale_and_saturation.ipynb", "14_3_sinks_and_caches.ipynb",
-                    "14_4_summary_and_exercises.ipynb")
+CHECKPOINT_PAGES = ("14_trained_models.ipynb", "14_1_the_checkpoints.ipynb",
+                    "14_2_queries_and_keys.ipynb", "14_3_scale_and_saturation.ipynb",
+                    "14_4_sinks_and_caches.ipynb", "14_5_summary_and_exercises.ipynb")
 #: chapters that need an extra of attnlib (pyproject.toml's optional dependencies)
 EXTRAS = {"13_attention_in_models.ipynb": "transformers",
           **{page: "checkpoints" for page in CHECKPOINT_PAGES}}
