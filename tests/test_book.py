@@ -60,7 +60,7 @@ def shows_code(name: str) -> bool:
 @pytest.mark.book
 def test_chapters_have_numbered_equations_launch_buttons_and_hidden_install_cells(html):
     """Colab and Binder open the Jupyter edition (tests/test_jupyter_edition.py), whose Markdown
-    they render; a landing page with nothing to run (9, 10) has no launch buttons."""
+    they render; a landing page with nothing to run (9, 10, 14) has no launch buttons."""
     url = re.search(r"^\s+url:\s*(\S+)", (ROOT / "_config.yml").read_text(), flags=re.M).group(1)
     repo_path = url.removeprefix("https://github.com/")
     landing = []
@@ -78,7 +78,8 @@ def test_chapters_have_numbered_equations_launch_buttons_and_hidden_install_cell
         assert f"mybinder.org/v2/gh/{repo_path}/main" not in page, f"{name}: Binder opens the MyST source"
         assert "Installs attnlib from the book" not in page, f"{name}: the install cell is visible"
         assert 'class="eqno"' in page or "math notranslate" in page, name
-    assert landing == ["chapters/09_fused_kernel", "chapters/10_backward_and_training"], landing
+    assert landing == ["chapters/09_fused_kernel", "chapters/10_backward_and_training",
+                       "chapters/14_trained_models"], landing
 
 
 @pytest.mark.book

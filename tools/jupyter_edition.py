@@ -175,11 +175,13 @@ class Book:
         for key, entry in entries.items():
             text = f"{who(entry)}, {entry.fields.get('year', 'n.d.')}"
             title = plain(entry.fields.get("title", "")).lower()
+            # a surname of two words is tied by a no-break space, which _words reads as a space
+            spaced = " ".join(text.split())
             matches = [(anchor, label) for anchor, label, words in listed
-                       if re.fullmatch(re.escape(text) + "[a-z]?", label) and title in words.lower()]
+                       if re.fullmatch(re.escape(spaced) + "[a-z]?", label) and title in words.lower()]
             if len(matches) == 1:
                 # the text cites as the book's text does: without the list's letter (2024a)
-                found[key] = Target(page, matches[0][0], text)
+                found[key] = Target(page, matches[0][0], spaced)
         return found
 
     # the references a role writes ---------------------------------------------------------
