@@ -24,7 +24,9 @@ interfaces:
   ``s_aux`` -> ``sinks``, fewer key/value heads than query heads ->
   ``enable_gqa``, padding -> a bool ``attn_mask``, ``dropout`` ->
   ``dropout_p`` (a path that implements dropout runs it, or attnlib refuses
-  by name). A keyword it does not know is refused by name, never ignored.
+  by name). A keyword it does not know is refused by name, never ignored, and
+  so is a call that asks for the weights (``output_attentions=True``), which
+  attnlib does not return: transformers would hand back Nones or nothing.
 
 transformers is imported here only; ``import attnlib`` never imports it.
 Supported: transformers >= 5.20, < 6 (the range declared for the extra
@@ -40,6 +42,7 @@ import torch
 import transformers
 from packaging.version import Version
 from transformers import AttentionInterface, AttentionMaskInterface, masking_utils
+from transformers.utils import output_capturing
 
 from .. import dispatch
 from ..attention import scaled_dot_product_attention
@@ -159,21 +162,34 @@ KNOWN_KEYWORDS = ("dropout", "scaling", "sliding_window", "softcap", "s_aux", "i
                   "output_attentions", *ALREADY_ACCOUNTED_FOR)
 
 
+NO_WEIGHTS = ("output_attentions=True: attnlib's attention backend returns no weights; "
+              "use attn_implementation='eager' to get them (or attnlib.attention_weights)")
+
+
 def _check_keywords(keywords: dict) -> None:
     for name, value in keywords.items():
         if value is None or name in ALREADY_ACCOUNTED_FOR:  # None: the model passes nothing
             continue
         if name == "output_attentions":
             if value:
-                raise ValueError(
-                    "output_attentions=True: attnlib's attention backend returns no weights; "
-                    "use attn_implementation='eager' to get them (or attnlib.attention_weights)"
-                )
+                raise ValueError(NO_WEIGHTS)
             continue
         raise TypeError(
             f"attnlib's attention backend got the keyword {name}={value!r}, which it does not "
             f"know how to honour; it takes {', '.join(sorted(KNOWN_KEYWORDS))}"
         )
+
+
+def _check_no_weights_recorded() -> None:
+    """Refuse a forward call that asked for the weights but did not pass the flag down.
+
+    transformers records ``output_attentions`` from each attention module's second
+    output and skips a None, so a model that keeps the flag to itself (GPT-2) would
+    return an empty tuple of weights; the call's recorder says what it collects.
+    """
+    collecting = output_capturing._active_collector.get() or {}
+    if any(key.endswith("attentions") for key in collecting):
+        raise ValueError(NO_WEIGHTS)
 
 
 def attnlib_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
@@ -187,6 +203,7 @@ def attnlib_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     ``(output (B, L, Hq, E), None)``, the layout transformers expects (no weights).
     """
     _check_keywords(keywords)
+    _check_no_weights_recorded()
     arguments = {}
     # As in transformers' eager and sdpa paths, a mask the model built decides causality; the
     # layer's is_causal speaks only when there is no mask
