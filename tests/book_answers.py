@@ -197,12 +197,6 @@ b = next(left for left in range(4090, 4100)
          if torch.equal((keys >= query - left) & (keys <= query), transformers_causal(4096)))
 c = int(masking_utils.sliding_window_bidirectional_overlay(128)(zero, zero, query, keys).sum())
 answer = (a, b, c)""",
-    "ex-13-gemma-cache": """\
-def nbytes(layers, positions):  # keys and values of bfloat16, counted by torch
-    return 2 * torch.empty(layers, 8, positions, 256, dtype=torch.bfloat16, device="meta").nbytes
-
-answer = tuple((nbytes(global_layers, n) + nbytes(42 - global_layers, min(n, 4095))) / 2**30
-               for global_layers, n in ((21, 8192), (21, 131072), (42, 131072)))""",
     "ex-13-streaming-mask": """\
 mask = torch.zeros(10, 10, dtype=torch.bool)
 for query in range(10):

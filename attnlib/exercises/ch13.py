@@ -34,7 +34,7 @@ def _sink_share_checker(answer):
 
 
 @checker("ex-13-window-conventions",
-         "a tuple (a, b, c) of ints: (a) transformers' causal sliding_window for the Mistral paper's W = 4096, "
+         "a tuple (a, b, c) of ints: (a) transformers' causal sliding_window for the Mistral paper's window of 4096, "
          "(b) FlashAttention's left window_size for transformers' causal sliding_window = 4096, (c) the keys a "
          "query far from both ends sees in a bidirectional layer with sliding_window = 128")
 def _window_conventions_checker(answer):
