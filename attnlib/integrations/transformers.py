@@ -192,58 +192,72 @@ def _check_no_weights_recorded() -> None:
         raise ValueError(NO_WEIGHTS)
 
 
-def attnlib_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
-                      value: torch.Tensor, attention_mask, dropout: float = 0.0,
-                      scaling: float | None = None, sliding_window: int | None = None,
-                      softcap: float | None = None, s_aux: torch.Tensor | None = None,
-                      is_causal: bool | None = None, *, backend: str = "auto", **keywords):
+def attnlib_attention(module: torch.nn.Module, query: torch.Tensor,
+                      key: torch.Tensor, value: torch.Tensor, attention_mask,
+                      dropout: float = 0.0, scaling: float | None = None,
+                      sliding_window: int | None = None,
+                      softcap: float | None = None,
+                      s_aux: torch.Tensor | None = None,
+                      is_causal: bool | None = None, *, backend: str = "auto",
+                      **keywords):
     """transformers' attention function for attnlib.
 
-    Shapes: ``query (B, Hq, L, E)``, ``key``/``value (B, Hkv, S, E)``; returns
-    ``(output (B, L, Hq, E), None)``, the layout transformers expects (no weights).
+    Shapes: ``query (B, Hq, L, E)``, ``key``/``value (B, Hkv, S, E)``;
+    returns ``(output (B, L, Hq, E), None)``, the layout transformers
+    expects (no weights).
     """
     _check_keywords(keywords)
     _check_no_weights_recorded()
     arguments = {}
-    # As in transformers' eager and sdpa paths, a mask the model built decides causality; the
-    # layer's is_causal speaks only when there is no mask
+    # As in transformers' eager and sdpa paths, a mask the model built
+    # decides causality; the layer's is_causal speaks only when there is none
     if isinstance(attention_mask, StructuredMask):
-        if sliding_window is not None and sliding_window != attention_mask.sliding_window:
+        built_for = attention_mask.sliding_window
+        if sliding_window is not None and sliding_window != built_for:
             raise ValueError(
-                f"the layer's sliding_window={sliding_window} disagrees with its mask, built "
-                f"for sliding_window={attention_mask.sliding_window}"
+                f"the layer's sliding_window={sliding_window} disagrees with "
+                f"its mask, built for sliding_window={built_for}"
             )
         padding = attention_mask.key_padding
-        if padding is not None and padding.shape != (key.shape[0], key.shape[-2]):
+        keys = (key.shape[0], key.shape[-2])
+        if padding is not None and padding.shape != keys:
             raise ValueError(
-                f"the mask's key padding has shape {tuple(padding.shape)}, but the keys have "
-                f"batch {key.shape[0]} and length {key.shape[-2]}"
+                f"the mask's key padding has shape {tuple(padding.shape)}, "
+                f"but the keys have batch {keys[0]} and length {keys[1]}"
             )
         window = attention_mask.window
         if padding is None:
             arguments.update(is_causal=attention_mask.causal)
         else:
             arguments.update(attn_mask=padding[:, None, None, :])
-            if attention_mask.causal:  # is_causal cannot join attn_mask: the window's right edge is causal
+            # is_causal cannot join attn_mask: the window's right edge is
+            if attention_mask.causal:
                 window = (window[0] if window else None, 0)
-        arguments.update(window=window, causal_alignment=attention_mask.causal_alignment)
+        arguments.update(window=window,
+                         causal_alignment=attention_mask.causal_alignment)
     elif attention_mask is None:
-        causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
-        window = (sliding_window - 1, 0) if sliding_window is not None and causal else None
-        if sliding_window is not None and not causal:
-            window = (sliding_window, sliding_window)
-        arguments.update(is_causal=causal, window=window, causal_alignment="bottom_right")
+        causal = is_causal
+        if causal is None:
+            causal = getattr(module, "is_causal", True)
+        window = None
+        if sliding_window is not None:
+            window = ((sliding_window - 1, 0) if causal
+                      else (sliding_window, sliding_window))
+        arguments.update(is_causal=causal, window=window,
+                         causal_alignment="bottom_right")
     elif isinstance(attention_mask, torch.Tensor):
-        arguments.update(attn_mask=attention_mask)  # dense: transformers folded the whole pattern in
+        # dense: transformers folded the whole pattern in
+        arguments.update(attn_mask=attention_mask)
     else:
         raise TypeError(
-            "attention_mask must be attnlib's StructuredMask, a tensor or None, got "
-            f"{type(attention_mask).__name__}; is the model's mask built by another backend?"
+            "attention_mask must be attnlib's StructuredMask, a tensor or "
+            f"None, got {type(attention_mask).__name__}; is the model's mask "
+            "built by another backend?"
         )
     output = scaled_dot_product_attention(
         query, key, value, dropout_p=dropout, scale=scaling,
-        enable_gqa=query.shape[1] != key.shape[1], softcap=softcap, sinks=s_aux,
-        backend=backend, **arguments,
+        enable_gqa=query.shape[1] != key.shape[1], softcap=softcap,
+        sinks=s_aux, backend=backend, **arguments,
     )
     return output.transpose(1, 2).contiguous(), None
 
