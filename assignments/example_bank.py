@@ -439,4 +439,32 @@ answer = s.grad.clone()"""),
          solution="""\
 standard = 1 / math.sqrt({width})
 answer = [standard / ({model} / {heads}) ** -0.5, standard / (8 / {width}), standard / 1.0]"""),
+    Task("ex-13-gemma-cache",
+         draw=lambda rng: {"layers": 2 * rng.randint(8, 40), "kv_heads": rng.choice([1, 2, 4, 8, 16]),
+                           "width": rng.choice([64, 128, 256]), "window": rng.choice([512, 1024, 2048, 4096]),
+                           "short": 1024 * rng.randint(8, 16), "long": 1024 * rng.randint(32, 128)},
+         check=lambda p: _assert(p["window"] < p["short"] < p["long"] and p["layers"] % 2 == 0,
+                                 "an even number of layers; both contexts longer than the window, the shorter first"),
+         # per layer and position: keys and values, kv_heads x width numbers each, 2 bytes in bfloat16; the
+         # sliding half keeps window - 1 positions, the global half all of them
+         second=lambda p: tuple(
+             2 * p["kv_heads"] * p["width"] * 2 * (global_layers * n + (p["layers"] - global_layers)
+                                                   * min(n, p["window"] - 1)) / 2**30
+             for global_layers, n in ((p["layers"] // 2, p["short"]), (p["layers"] // 2, p["long"]),
+                                      (p["layers"], p["long"]))),
+         book={"layers": 42, "kv_heads": 8, "width": 256, "window": 4096, "short": 8192, "long": 131072},
+         rtol=FLOAT32,
+         numbers="Use {layers} layers, half of them sliding with a window of w = {window}, {kv_heads} key/value "
+                 "heads of width {width}, and contexts of n = {short} and n = {long}.",
+         prompt="a tuple (alternating_short, alternating_long, global_long) of GiB: the KV cache of {layers} layers, "
+                "{kv_heads} key/value heads of width {width}, bfloat16, batch 1, half of them sliding (w = {window}, "
+                "caching w - 1 positions), at n = {short} and n = {long}, and with every layer global at n = {long}",
+         solution="""\
+def cache_gib(n, global_layers):
+    sliding_layers = {layers} - global_layers
+    return (kv_cache_bytes(global_layers, {kv_heads}, {width}, n, dtype=torch.bfloat16)
+            + kv_cache_bytes(sliding_layers, {kv_heads}, {width}, min(n, {window} - 1),
+                             dtype=torch.bfloat16)) / 2**30
+
+answer = (cache_gib({short}, {layers} // 2), cache_gib({long}, {layers} // 2), cache_gib({long}, {layers}))"""),
 ]

@@ -178,6 +178,31 @@ key = torch.tensor([2.0, 1.0, 0.0, -1.0], dtype=torch.float64).reshape(1, 4, 1)
 sink = torch.tensor([1.0], dtype=torch.float64)
 answer = [1 - attnlib.attention_weights(query, key, scale=1.0, window=window, sinks=sink)[0, -1].sum().item()
           for window in (None, (1, 0))]""",
+    # by hand, as the solution derives it: the logistic function's derivative sigma (1 - sigma)
+    "ex-13-sink-derivation": """\
+zeta, lse = sp.symbols("zeta lse", real=True)
+sigma = 1 / (1 + sp.exp(lse - zeta))
+answer = sigma * (1 - sigma)""",
+    "ex-13-window-conventions": """\
+from transformers import masking_utils
+
+# query 4500 of 9000 against every key, each convention by its own rule; transformers' by its functions
+query, keys, zero = torch.tensor(4500), torch.arange(9000), torch.tensor(0)
+def transformers_causal(sliding_window):
+    return masking_utils.and_masks(masking_utils.sliding_window_overlay(sliding_window),
+                                   masking_utils.causal_mask_function)(zero, zero, query, keys)
+paper = (keys >= query - 4096) & (keys <= query)
+a = next(s for s in range(4090, 4100) if torch.equal(transformers_causal(s), paper))
+b = next(left for left in range(4090, 4100)
+         if torch.equal((keys >= query - left) & (keys <= query), transformers_causal(4096)))
+c = int(masking_utils.sliding_window_bidirectional_overlay(128)(zero, zero, query, keys).sum())
+answer = (a, b, c)""",
+    "ex-13-streaming-mask": """\
+mask = torch.zeros(10, 10, dtype=torch.bool)
+for query in range(10):
+    kept = set(range(min(2, query + 1))) | set(range(max(0, query - 2), query + 1))
+    mask[query, sorted(kept)] = True
+answer = mask""",
     # Chapter 14: eager attention's own weights and hooks on the projections, where the
     # checkers measure through attnlib's probes
     "ex-14-sink-share": """\

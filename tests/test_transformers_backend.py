@@ -262,6 +262,16 @@ def test_unknown_keywords_and_attention_weights_are_refused_by_name():
         backend.register(backend="flash")
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_a_model_asked_for_its_weights_refuses_by_name(name):
+    """output_attentions=True reaches the attention function, which has no weights to give: the call
+    fails naming the argument, where it would otherwise hand back a tuple of Nones (Chapter 13)."""
+    model = build(name, "attnlib")
+    ids, mask = inputs(None)
+    with pytest.raises(ValueError, match="output_attentions=True"):
+        model(input_ids=ids, attention_mask=mask, output_attentions=True)
+
+
 def test_output_layout_is_batch_length_heads_width():
     query = torch.randn(2, 4, 3, 8, dtype=torch.float64)
     key = torch.randn(2, 2, 5, 8, dtype=torch.float64)

@@ -24,7 +24,9 @@ interfaces:
   ``s_aux`` -> ``sinks``, fewer key/value heads than query heads ->
   ``enable_gqa``, padding -> a bool ``attn_mask``, ``dropout`` ->
   ``dropout_p`` (a path that implements dropout runs it, or attnlib refuses
-  by name). A keyword it does not know is refused by name, never ignored.
+  by name). A keyword it does not know is refused by name, never ignored, and
+  so is a call that asks for the weights (``output_attentions=True``), which
+  attnlib does not return: transformers would hand back Nones or nothing.
 
 transformers is imported here only; ``import attnlib`` never imports it.
 Supported: transformers >= 5.20, < 6 (the range declared for the extra
@@ -40,6 +42,7 @@ import torch
 import transformers
 from packaging.version import Version
 from transformers import AttentionInterface, AttentionMaskInterface, masking_utils
+from transformers.utils import output_capturing
 
 from .. import dispatch
 from ..attention import scaled_dot_product_attention
@@ -159,16 +162,17 @@ KNOWN_KEYWORDS = ("dropout", "scaling", "sliding_window", "softcap", "s_aux", "i
                   "output_attentions", *ALREADY_ACCOUNTED_FOR)
 
 
+NO_WEIGHTS = ("output_attentions=True: attnlib's attention backend returns no weights; "
+              "use attn_implementation='eager' to get them (or attnlib.attention_weights)")
+
+
 def _check_keywords(keywords: dict) -> None:
     for name, value in keywords.items():
         if value is None or name in ALREADY_ACCOUNTED_FOR:  # None: the model passes nothing
             continue
         if name == "output_attentions":
             if value:
-                raise ValueError(
-                    "output_attentions=True: attnlib's attention backend returns no weights; "
-                    "use attn_implementation='eager' to get them (or attnlib.attention_weights)"
-                )
+                raise ValueError(NO_WEIGHTS)
             continue
         raise TypeError(
             f"attnlib's attention backend got the keyword {name}={value!r}, which it does not "
@@ -176,57 +180,84 @@ def _check_keywords(keywords: dict) -> None:
         )
 
 
-def attnlib_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
-                      value: torch.Tensor, attention_mask, dropout: float = 0.0,
-                      scaling: float | None = None, sliding_window: int | None = None,
-                      softcap: float | None = None, s_aux: torch.Tensor | None = None,
-                      is_causal: bool | None = None, *, backend: str = "auto", **keywords):
+def _check_no_weights_recorded() -> None:
+    """Refuse a forward call that asked for the weights but did not pass the flag down.
+
+    transformers records ``output_attentions`` from each attention module's second
+    output and skips a None, so a model that keeps the flag to itself (GPT-2) would
+    return an empty tuple of weights; the call's recorder says what it collects.
+    """
+    collecting = output_capturing._active_collector.get() or {}
+    if any(key.endswith("attentions") for key in collecting):
+        raise ValueError(NO_WEIGHTS)
+
+
+def attnlib_attention(module: torch.nn.Module, query: torch.Tensor,
+                      key: torch.Tensor, value: torch.Tensor, attention_mask,
+                      dropout: float = 0.0, scaling: float | None = None,
+                      sliding_window: int | None = None,
+                      softcap: float | None = None,
+                      s_aux: torch.Tensor | None = None,
+                      is_causal: bool | None = None, *, backend: str = "auto",
+                      **keywords):
     """transformers' attention function for attnlib.
 
-    Shapes: ``query (B, Hq, L, E)``, ``key``/``value (B, Hkv, S, E)``; returns
-    ``(output (B, L, Hq, E), None)``, the layout transformers expects (no weights).
+    Shapes: ``query (B, Hq, L, E)``, ``key``/``value (B, Hkv, S, E)``;
+    returns ``(output (B, L, Hq, E), None)``, the layout transformers
+    expects (no weights).
     """
     _check_keywords(keywords)
+    _check_no_weights_recorded()
     arguments = {}
-    # As in transformers' eager and sdpa paths, a mask the model built decides causality; the
-    # layer's is_causal speaks only when there is no mask
+    # As in transformers' eager and sdpa paths, a mask the model built
+    # decides causality; the layer's is_causal speaks only when there is none
     if isinstance(attention_mask, StructuredMask):
-        if sliding_window is not None and sliding_window != attention_mask.sliding_window:
+        built_for = attention_mask.sliding_window
+        if sliding_window is not None and sliding_window != built_for:
             raise ValueError(
-                f"the layer's sliding_window={sliding_window} disagrees with its mask, built "
-                f"for sliding_window={attention_mask.sliding_window}"
+                f"the layer's sliding_window={sliding_window} disagrees with "
+                f"its mask, built for sliding_window={built_for}"
             )
         padding = attention_mask.key_padding
-        if padding is not None and padding.shape != (key.shape[0], key.shape[-2]):
+        keys = (key.shape[0], key.shape[-2])
+        if padding is not None and padding.shape != keys:
             raise ValueError(
-                f"the mask's key padding has shape {tuple(padding.shape)}, but the keys have "
-                f"batch {key.shape[0]} and length {key.shape[-2]}"
+                f"the mask's key padding has shape {tuple(padding.shape)}, "
+                f"but the keys have batch {keys[0]} and length {keys[1]}"
             )
         window = attention_mask.window
         if padding is None:
             arguments.update(is_causal=attention_mask.causal)
         else:
             arguments.update(attn_mask=padding[:, None, None, :])
-            if attention_mask.causal:  # is_causal cannot join attn_mask: the window's right edge is causal
+            # is_causal cannot join attn_mask: the window's right edge is
+            if attention_mask.causal:
                 window = (window[0] if window else None, 0)
-        arguments.update(window=window, causal_alignment=attention_mask.causal_alignment)
+        arguments.update(window=window,
+                         causal_alignment=attention_mask.causal_alignment)
     elif attention_mask is None:
-        causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
-        window = (sliding_window - 1, 0) if sliding_window is not None and causal else None
-        if sliding_window is not None and not causal:
-            window = (sliding_window, sliding_window)
-        arguments.update(is_causal=causal, window=window, causal_alignment="bottom_right")
+        causal = is_causal
+        if causal is None:
+            causal = getattr(module, "is_causal", True)
+        window = None
+        if sliding_window is not None:
+            window = ((sliding_window - 1, 0) if causal
+                      else (sliding_window, sliding_window))
+        arguments.update(is_causal=causal, window=window,
+                         causal_alignment="bottom_right")
     elif isinstance(attention_mask, torch.Tensor):
-        arguments.update(attn_mask=attention_mask)  # dense: transformers folded the whole pattern in
+        # dense: transformers folded the whole pattern in
+        arguments.update(attn_mask=attention_mask)
     else:
         raise TypeError(
-            "attention_mask must be attnlib's StructuredMask, a tensor or None, got "
-            f"{type(attention_mask).__name__}; is the model's mask built by another backend?"
+            "attention_mask must be attnlib's StructuredMask, a tensor or "
+            f"None, got {type(attention_mask).__name__}; is the model's mask "
+            "built by another backend?"
         )
     output = scaled_dot_product_attention(
         query, key, value, dropout_p=dropout, scale=scaling,
-        enable_gqa=query.shape[1] != key.shape[1], softcap=softcap, sinks=s_aux,
-        backend=backend, **arguments,
+        enable_gqa=query.shape[1] != key.shape[1], softcap=softcap,
+        sinks=s_aux, backend=backend, **arguments,
     )
     return output.transpose(1, 2).contiguous(), None
 
