@@ -89,14 +89,6 @@ def _batch_decode(answer):
                    "only keys 0, 1 and 2 are allowed.")
 
 
-def _clipping_example() -> tuple[torch.Tensor, torch.Tensor]:
-    """The chapter's clipping example: the scaled scores (5, 5) of seed 0, width 8, and its causal mask."""
-    generator = torch.Generator().manual_seed(0)
-    q, k = torch.randn(5, 8, generator=generator), torch.randn(5, 8, generator=generator)
-    scores = (q.double() @ k.double().T) / math.sqrt(8)
-    return scores, torch.ones(5, 5, dtype=torch.bool).tril()
-
-
 @checker("ex-05-renormalise", "a pair (renormalised, kept): the clipped weights of the chapter's causal example "
                               "with each row divided by its sum, a (5, 5) array, and the mass each row kept "
                               "after clipping, a (5,) array")
@@ -104,7 +96,11 @@ def _renormalise(answer):
     (renormalised, _), (kept, _) = as_parts(answer, ("renormalised", "kept"))
     renormalised = as_array(renormalised, "renormalised", (5, 5))
     kept = as_array(kept, "kept", (5,))
-    scores, causal = _clipping_example()
+    # the chapter's clipping example: seed 0, five queries and keys of width 8, causal
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(5, 8, generator=generator), torch.randn(5, 8, generator=generator)
+    scores = (q.double() @ k.double().T) / math.sqrt(8)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
     softmax = torch.softmax(scores, -1)
     expected_kept = (softmax * causal).sum(-1).numpy()
     masked = torch.softmax(scores.masked_fill(~causal, float("-inf")), -1).numpy()
