@@ -68,7 +68,7 @@ class MultiHeadAttention(nn.Module):
 
     .. math::
         O_h = \operatorname{softmax}\!\Big(\frac{Q_h K_g^\top}{\sqrt{d_k}\,T} + M\Big) V_g,
-        \qquad \text{out} = [O_1, \dots, O_{H}] W_o^\top + b_o .
+        \qquad \text{out} = [O_0, \dots, O_{H-1}] W_o^\top + b_o .
 
     Args:
         d_model: hidden width, divisible by ``n_heads``.
@@ -179,8 +179,8 @@ class MultiHeadAttention(nn.Module):
         """Query heads and the float scale to hand to attention.
 
         A learnable scale is a tensor, and the attention call takes a Python
-        float, so the factor is applied to the queries, ``(c q) . k = c (q . k)``,
-        and the call gets ``scale=1.0``.
+        float, so the factor is applied to the queries,
+        ``(tau q) . k = tau (q . k)``, and the call gets ``scale=1.0``.
         """
         if self.learnable_scale:
             return q * (self.log_scale.exp() / self.temperature), 1.0

@@ -88,6 +88,12 @@ for j in range(1024):  # the sums over keys in float32
     mixed = mixed + exps[:, j:j + 1] * v[j].float()[None, :]
 reference = attnlib.scaled_dot_product_attention(q.double(), k.double(), v.double())
 answer = ((mixed / total).double() - reference).abs().max().item()""",
+    "ex-05-renormalise": """\
+g = torch.Generator().manual_seed(0)
+Q, K = torch.randn(5, 8, generator=g), torch.randn(5, 8, generator=g)
+clipped = torch.softmax(Q @ K.T / math.sqrt(8), -1) * attnlib.causal_mask(5, 5)
+kept = clipped.sum(-1)
+answer = (clipped / kept[:, None], kept)""",
     "ex-06-fold-temperature": """\
 torch.manual_seed(0)
 hot = MultiHeadAttention(32, 4, temperature=2.5, dtype=torch.float64)

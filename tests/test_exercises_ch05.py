@@ -95,3 +95,30 @@ def test_batch_decode_rejects_padding_at_the_start():
 def test_batch_decode_explains_the_shape():
     feedback = exercises.check("ex-05-batch-decode", BATCH_DECODE_MASK[:, None])
     assert not feedback and "shape (2, 1, 5)" in feedback.message
+
+
+def clipping_example():
+    # the chapter's clipping example: seed 0, five queries and keys of width 8, causal
+    generator = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(5, 8, generator=generator).numpy().astype(np.float64) for _ in range(2))
+    return q @ k.T / np.sqrt(8), np.tril(np.ones((5, 5), dtype=bool))
+
+
+def test_renormalise_accepts_the_masked_softmax_and_the_kept_mass_from_log_sum_exps():
+    scores, causal = clipping_example()
+    masked = softmax(np.where(causal, scores, -np.inf))
+    # the derivation: the mass a row keeps is exp(lse over its allowed keys - lse over all keys)
+    lse = np.log(np.exp(scores).sum(-1))
+    lse_allowed = np.log(np.where(causal, np.exp(scores), 0).sum(-1))
+    assert exercises.check("ex-05-renormalise", (masked, np.exp(lse_allowed - lse)))
+
+
+def test_renormalise_names_the_step_a_wrong_answer_skipped():
+    scores, causal = clipping_example()
+    weights = softmax(scores)
+    kept = (weights * causal).sum(-1)
+    renormalised = weights * causal / kept[:, None]
+    for wrong, hint in [((weights * causal, kept), "divide each row"), ((weights, kept), "zero the keys"),
+                        ((renormalised, 1 - kept), "clipping removed"), ((renormalised, 1 / kept), "factor")]:
+        feedback = exercises.check("ex-05-renormalise", wrong)
+        assert not feedback and hint in feedback.message

@@ -87,3 +87,37 @@ def _batch_decode(answer):
                        "key is in its past.")
     return False, ("sequence 2 has 3 real tokens at the start of the cache and padding at the end: "
                    "only keys 0, 1 and 2 are allowed.")
+
+
+@checker("ex-05-renormalise", "a pair (renormalised, kept): the clipped weights of the chapter's causal example "
+                              "with each row divided by its sum, a (5, 5) array, and the mass each row kept "
+                              "after clipping, a (5,) array")
+def _renormalise(answer):
+    (renormalised, _), (kept, _) = as_parts(answer, ("renormalised", "kept"))
+    renormalised = as_array(renormalised, "renormalised", (5, 5))
+    kept = as_array(kept, "kept", (5,))
+    # the chapter's clipping example: seed 0, five queries and keys of width 8, causal
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(5, 8, generator=generator), torch.randn(5, 8, generator=generator)
+    scores = (q.double() @ k.double().T) / math.sqrt(8)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    softmax = torch.softmax(scores, -1)
+    expected_kept = (softmax * causal).sum(-1).numpy()
+    masked = torch.softmax(scores.masked_fill(~causal, float("-inf")), -1).numpy()
+    # float32 scores (as in the chapter) move the weights by about 1e-7
+    passed, message = compare("renormalised", renormalised, masked, 1e-5)
+    if not passed:
+        if np.allclose(renormalised, (softmax * causal).numpy(), atol=1e-5):
+            return False, "these are the clipped weights; divide each row by its own sum."
+        if np.allclose(renormalised, softmax.numpy(), atol=1e-5):
+            return False, "these are the weights before clipping: zero the keys j > i first, then renormalise."
+        return False, message + " Clip with the causal mask (key j <= query i), then divide each row by its sum."
+    if np.allclose(kept, 1 - expected_kept, atol=1e-5):
+        return False, "renormalised is right; kept is the mass clipping removed, not the mass it kept."
+    if np.allclose(kept, 1 / expected_kept, atol=1e-5):
+        return False, "renormalised is right; kept is the factor each row was multiplied by, not the kept mass."
+    passed, message = compare("kept", kept, expected_kept, 1e-5)
+    if not passed:
+        return False, message + " The kept mass of row i is the sum of its weights on keys 0, ..., i."
+    return True, ("renormalised equals the -inf-masked softmax, and each row's kept mass is "
+                  "exp(lse over the allowed keys - lse over all keys).")
