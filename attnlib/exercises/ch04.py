@@ -122,13 +122,13 @@ def _sigmoid(answer):
 
 
 @checker("ex-04-jacobian-norm",
-         "a pair (row_sum, c): the sum of |J_jl| over row j as a SymPy expression in p_j, and the smallest c "
-         "with |J|_2 <= c (1 - p_max) for every row of weights")
+         "a pair (row_sum, kappa): the sum of |J_jl| over row j as a SymPy expression in p_j, and the smallest "
+         "kappa with |J|_2 <= kappa (1 - p_max) for every row of weights")
 def _jacobian_norm(answer):
-    (row_sum, _), (c, _) = as_parts(answer, ("row_sum", "c"))
+    (row_sum, _), (kappa, _) = as_parts(answer, ("row_sum", "kappa"))
     p = sp.Symbol("p_j", positive=True)
     row_sum = as_expression(row_sum, "row_sum", (p,))
-    c = as_number(c, "c")
+    kappa = as_number(kappa, "kappa")
     # |p (1 - p)| on the diagonal, p p_l elsewhere; the other weights sum to 1 - p
     expected = p * (1 - p) + p * (1 - p)
     if not same(row_sum, expected):
@@ -139,11 +139,11 @@ def _jacobian_norm(answer):
                            "sum the absolute values.")
         return False, "write the row's entries with p_j and the other weights, and use that the weights sum to 1."
     # two keys (p, 1 - p): |J|_2 = 2 p (1 - p) = 2 p (1 - p_max), whose ratio tends to 2 as p -> 1
-    if math.isclose(c, 2, rel_tol=1e-3):
+    if math.isclose(kappa, 2, rel_tol=1e-3):
         return True, "The row sums bound the spectral norm by 2 (1 - p_max), and two keys reach it."
-    if math.isclose(c, 4, rel_tol=1e-3):
+    if math.isclose(kappa, 4, rel_tol=1e-3):
         return False, ("4 (1 - p_max) bounds the sum of all |J_jl|; the spectral norm needs only the largest row "
                        "sum.")
-    if c < 2:
+    if kappa < 2:
         return False, "too small: some rows break it. Try two keys with weights (0.999, 0.001)."
-    return False, "that bound holds, but a smaller c does too: bound each row's sum by a multiple of 1 - p_max."
+    return False, "that bound holds, but a smaller kappa does too: bound each row's sum by a multiple of 1 - p_max."
