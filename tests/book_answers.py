@@ -56,6 +56,14 @@ logits = 3 * torch.randn(5, 8, generator=torch.Generator().manual_seed(0), dtype
 weights = torch.softmax(logits, dim=-1)
 jacobians = torch.diag_embed(weights) - weights[:, :, None] * weights[:, None, :]
 answer = (weights, jacobians.abs().sum(dim=(-2, -1)))""",
+    "ex-04-sigmoid": """\
+from attnlib.theory import softmax as softmax_theory
+Delta = sp.Symbol("Delta", real=True)
+sigma = 1 / (1 + sp.exp(-Delta / softmax_theory.T))
+answer = (sigma * (1 - sigma) / softmax_theory.T, math.log(199 + math.sqrt(199**2 - 1)))""",
+    "ex-04-jacobian-norm": """\
+p_j = sp.Symbol("p_j", positive=True)
+answer = (2 * p_j * (1 - p_j), 2)""",
     "ex-04-logit-gradient": """\
 def median_logit_gradient(width, scale, draws=2000):
     g = torch.Generator().manual_seed(7)

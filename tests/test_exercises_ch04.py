@@ -1,5 +1,8 @@
 """Chapter 4's checkers accept answers computed here with NumPy and autograd, and reject wrong ones helpfully."""
+import math
+
 import numpy as np
+import sympy as sp
 import torch
 
 from attnlib import exercises
@@ -98,3 +101,80 @@ def test_logit_gradient_notices_swapped_lists():
 def test_logit_gradient_wants_the_logits_not_q():
     feedback = exercises.check("ex-04-logit-gradient", autograd_medians(with_respect_to_q=True))
     assert not feedback and "logits z, not q" in feedback.message
+
+
+DELTA, T = sp.symbols("Delta T", positive=True)
+
+
+def sigmoid_gap_by_bisection(fraction=0.01):
+    # the x > 0 where sigma'(x) = e^-x / (1 + e^-x)^2 is `fraction` of sigma'(0) = 1/4
+    low, high = 0.0, 50.0
+    for _ in range(200):
+        mid = (low + high) / 2
+        slope = math.exp(-mid) / (1 + math.exp(-mid)) ** 2
+        low, high = (mid, high) if slope > fraction / 4 else (low, mid)
+    return low
+
+
+def test_sigmoid_accepts_the_slope_and_the_gap_found_here():
+    slope = sp.exp(-DELTA / T) / (T * (1 + sp.exp(-DELTA / T)) ** 2)
+    assert exercises.check("ex-04-sigmoid", (slope, sigmoid_gap_by_bisection()))
+
+
+def test_sigmoid_wants_the_chain_rule():
+    slope = sp.exp(-DELTA / T) / (1 + sp.exp(-DELTA / T)) ** 2
+    feedback = exercises.check("ex-04-sigmoid", (slope, sigmoid_gap_by_bisection()))
+    assert not feedback and "chain rule" in feedback.message
+
+
+def test_sigmoid_wants_the_derivative_not_the_weight():
+    feedback = exercises.check("ex-04-sigmoid", (1 / (1 + sp.exp(-DELTA / T)), 6.0))
+    assert not feedback and "the weight p_0 itself" in feedback.message
+
+
+def test_sigmoid_gap_is_relative_to_the_largest_slope():
+    slope = sp.exp(-DELTA / T) / (T * (1 + sp.exp(-DELTA / T)) ** 2)
+    # where the slope itself is 0.01 at T = 1: a quarter of the asked fraction of 1/4
+    feedback = exercises.check("ex-04-sigmoid", (slope, sigmoid_gap_by_bisection(0.04)))
+    assert not feedback and "1% of the slope at Delta = 0" in feedback.message
+
+
+def two_key_norm_ratios():
+    # |J|_2 / (1 - p_max) for two keys, from NumPy's eigenvalues
+    ratios = []
+    for top in np.linspace(0.5, 0.9999, 400):
+        weights = np.array([top, 1 - top])
+        jacobian = np.diag(weights) - np.outer(weights, weights)
+        ratios.append(np.abs(np.linalg.eigvalsh(jacobian)).max() / (1 - top))
+    return np.array(ratios)
+
+
+def test_jacobian_norm_accepts_the_row_sum_and_the_constant_found_here():
+    rows = np.random.default_rng(5).dirichlet(np.full(8, 0.3), size=500)
+    jacobians = np.stack([np.diag(p) - np.outer(p, p) for p in rows])
+    row_sums = np.abs(jacobians).sum(axis=2)
+    p_j = sp.Symbol("p_j", positive=True)
+    row_sum = 2 * p_j - 2 * p_j**2
+    assert np.allclose(row_sums, sp.lambdify(p_j, row_sum)(rows))
+    norms = np.abs(np.linalg.eigvalsh(jacobians)).max(axis=1)
+    assert np.all(norms <= 2 * (1 - rows.max(axis=1)) + 1e-12)
+    assert exercises.check("ex-04-jacobian-norm", (row_sum, round(two_key_norm_ratios().max(), 3)))
+
+
+def test_jacobian_norm_wants_the_whole_row():
+    p_j = sp.Symbol("p_j")
+    feedback = exercises.check("ex-04-jacobian-norm", (p_j * (1 - p_j), 2))
+    assert not feedback and "diagonal entry alone" in feedback.message
+
+
+def test_jacobian_norm_tells_the_total_bound_from_the_norm():
+    p_j = sp.Symbol("p_j")
+    feedback = exercises.check("ex-04-jacobian-norm", (2 * p_j * (1 - p_j), 4))
+    assert not feedback and "largest row sum" in feedback.message
+
+
+def test_jacobian_norm_rejects_a_constant_that_two_keys_break():
+    p_j = sp.Symbol("p_j")
+    below = float(two_key_norm_ratios().max()) - 0.1
+    feedback = exercises.check("ex-04-jacobian-norm", (2 * p_j * (1 - p_j), below))
+    assert not feedback and "too small" in feedback.message

@@ -10,7 +10,7 @@ from . import as_count, as_number, as_parts, checker, compare
 from .symbolic import as_expression, same
 
 @checker("ex-03-heavier-tails",
-         "an integer: how many of 100 moment intervals (d = 16, N = 1000, Student-t nu = 3 / sqrt(3)) contain 16",
+         "an integer: how many of 100 moment intervals (d = 16, N = 1000, Student-t df = 3 / sqrt(3)) contain 16",
          self_check=True)
 def _heavier_tails(answer):
     count = as_count(answer, "answer")
@@ -19,7 +19,7 @@ def _heavier_tails(answer):
     width, samples = 16, 1000
 
     def draw_student_t3(rng, rows):
-        # nu = 3 has variance 3: dividing by sqrt(3) makes it 1, so Var(q . k) = d as for the other laws.
+        # df = 3 has variance 3: dividing by sqrt(3) makes it 1, so Var(q . k) = d as for the other laws.
         pair = rng.standard_t(3, size=(rows, 2, width)) / math.sqrt(3)
         return pair[:, 0], pair[:, 1]
 
@@ -34,11 +34,11 @@ def _heavier_tails(answer):
                       "because the interval needs a finite fourth moment.")
     if count >= 90:
         return False, (f"{count} of 100 is close to the nominal 95, which light tails would give. Check that "
-                       "nu = 3 and that the interval is the moment one at N = 1000.")
+                       "df = 3 and that the interval is the moment one at N = 1000.")
     if count <= 10:
         return False, (f"{count} of 100 is almost none. Check that the coordinates are divided by sqrt(3), "
                        "so that Var(q . k) really is 16, and that you count intervals containing 16.")
-    return False, (f"{count} of 100 is not in line with our own coverage. Check the law (nu = 3, divided by "
+    return False, (f"{count} of 100 is not in line with our own coverage. Check the law (df = 3, divided by "
                    "sqrt(3)), d = 16, N = 1000, 100 repetitions on different seeds, and the moment interval.")
 
 

@@ -2,10 +2,12 @@
 import math
 
 import numpy as np
+import sympy as sp
 import torch
 
 from ..theory import softmax as softmax_theory
 from . import as_array, as_number, as_parts, checker, compare
+from .symbolic import as_expression, same
 
 _TEMPERATURES = (0.25, 0.5, 1.0, 2.0)
 _GRADIENT_WIDTHS = (16, 256, 1024)
@@ -29,7 +31,7 @@ def _temperature(answer):
 
 
 @checker("ex-04-jacobian-bound",
-         "a pair (weights, totals): n rows of softmax weights of length 8, and totals[i] = sum_ij |J_ij| of row i",
+         "a pair (weights, totals): n rows of softmax weights of length 8, and totals[i] = sum_jl |J_jl| of row i",
          self_check=True)
 def _jacobian_bound(answer):
     weights, totals = answer
@@ -84,3 +86,64 @@ def _logit_gradient(answer):
         return False, msg_u + (" Take the gradient with respect to the logits z, not q: dL/dq carries an "
                                "extra factor K, whose rows have length about sqrt(d).")
     return False, msg_u + " Unscaled, z = q K^T and the gradient shrinks as the softmax saturates."
+
+
+@checker("ex-04-sigmoid",
+         "a pair (slope, gap): d p_0 / d Delta as a SymPy expression in Delta and T, and the positive "
+         "Delta / T at which that slope is 1% of its largest value")
+def _sigmoid(answer):
+    (slope, _), (gap, _) = as_parts(answer, ("slope", "gap"))
+    delta, temperature = sp.Symbol("Delta", real=True), softmax_theory.T
+    slope = as_expression(slope, "slope", (delta, temperature))
+    gap = as_number(gap, "gap")
+    weight = softmax_theory.two_logit_weight(delta)
+    expected_slope = sp.diff(weight, delta)
+    if not same(slope, expected_slope):
+        if same(slope, weight):
+            return False, "that is the weight p_0 itself; its derivative with respect to Delta is asked."
+        if same(slope / temperature, expected_slope):
+            return False, ("the chain rule through Delta / T is missing: differentiate with respect to Delta, "
+                           "not to Delta / T.")
+        return False, ("that is not d p_0 / d Delta. Write p_0 = 1 / (1 + exp(-x)) with x = Delta / T, "
+                       "differentiate, and compare with a finite difference at Delta = 0.")
+    # x = gap: sigma(x) (1 - sigma(x)) = 1/400, a quarter of 1%; e^x solves y^2 - 398 y + 1 = 0
+    expected_gap = math.log(199 + math.sqrt(199**2 - 1))
+    if math.isclose(abs(gap), expected_gap, rel_tol=1e-3):
+        if gap < 0:
+            return False, "the slope is symmetric in Delta: give the positive gap."
+        return True, "Beyond about six temperatures the two-key softmax passes almost no gradient."
+    # sigma (1 - sigma) = 0.01: an absolute slope of 0.01 at T = 1, not 1% of the largest
+    if math.isclose(gap, math.log(49 + math.sqrt(49**2 - 1)), rel_tol=1e-3):
+        return False, "that is where the slope is 0.01 at T = 1; 1% of the slope at Delta = 0 is asked."
+    if math.isclose(gap, math.log(99), rel_tol=1e-3):
+        return False, "that is where the weight p_0 reaches 0.99; the gap is about the slope."
+    return False, ("that is not where the slope is 1% of its largest. Find the largest slope first (where is "
+                   "it?), then solve for Delta / T > 0, e.g. with sp.nsolve.")
+
+
+@checker("ex-04-jacobian-norm",
+         "a pair (row_sum, kappa): the sum of |J_jl| over row j as a SymPy expression in p_j, and the smallest "
+         "kappa with |J|_2 <= kappa (1 - p_max) for every row of weights")
+def _jacobian_norm(answer):
+    (row_sum, _), (kappa, _) = as_parts(answer, ("row_sum", "kappa"))
+    p = sp.Symbol("p_j", positive=True)
+    row_sum = as_expression(row_sum, "row_sum", (p,))
+    kappa = as_number(kappa, "kappa")
+    # |p (1 - p)| on the diagonal, p p_l elsewhere; the other weights sum to 1 - p
+    expected = p * (1 - p) + p * (1 - p)
+    if not same(row_sum, expected):
+        if same(row_sum, p * (1 - p)):
+            return False, "that is the diagonal entry alone; add the absolute values of the rest of the row."
+        if same(row_sum, 0):
+            return False, ("that is the plain sum of the row, 0 because a shift of every logit changes no weight; "
+                           "sum the absolute values.")
+        return False, "write the row's entries with p_j and the other weights, and use that the weights sum to 1."
+    # two keys (p, 1 - p): |J|_2 = 2 p (1 - p) = 2 p (1 - p_max), whose ratio tends to 2 as p -> 1
+    if math.isclose(kappa, 2, rel_tol=1e-3):
+        return True, "The row sums bound the spectral norm by 2 (1 - p_max), and two keys reach it."
+    if math.isclose(kappa, 4, rel_tol=1e-3):
+        return False, ("4 (1 - p_max) bounds the sum of all |J_jl|; the spectral norm needs only the largest row "
+                       "sum.")
+    if kappa < 2:
+        return False, "too small: some rows break it. Try two keys with weights (0.999, 0.001)."
+    return False, "that bound holds, but a smaller kappa does too: bound each row's sum by a multiple of 1 - p_max."

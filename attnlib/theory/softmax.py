@@ -1,10 +1,11 @@
 """What a scale does to softmax, derived in SymPy.
 
-For logits ``z = (z_1, ..., z_n)`` and a temperature ``T > 0``
+For logits ``z = (z_0, ..., z_{n-1})`` (one per key, counted from 0 as
+the book counts) and a temperature ``T > 0``
 
-    alpha_i = exp(z_i / T) / sum_j exp(z_j / T)                  (softmax)
-    d alpha_i / d z_j = alpha_i (delta_ij - alpha_j)             (T = 1)
-    H(alpha) = -sum_i alpha_i ln alpha_i  <=  ln n               (entropy, nats)
+    p_j = exp(z_j / T) / sum_l exp(z_l / T)                      (softmax)
+    d p_j / d z_l = p_j (delta_jl - p_l)                         (T = 1)
+    H(p) = -sum_j p_j ln p_j  <=  ln n                           (entropy, nats)
 
 Attention's ``1/sqrt(d_k)`` is the temperature ``T = sqrt(d_k)`` applied to
 raw dot products. Every function returns SymPy objects that a chapter can
@@ -28,13 +29,13 @@ def _check_size(n) -> None:
 
 
 def logits(n: int) -> list[sp.Symbol]:
-    """The real symbols ``z_1, ..., z_n``."""
+    """The real symbols ``z_0, ..., z_{n-1}``."""
     _check_size(n)
-    return list(sp.symbols(f"z_1:{n + 1}", real=True))
+    return list(sp.symbols(f"z_0:{n}", real=True))
 
 
 def softmax(z: list[sp.Expr], temperature: sp.Expr = sp.Integer(1)) -> list[sp.Expr]:
-    """``alpha_i = exp(z_i/T) / sum_j exp(z_j/T)`` for the given logits ``z``."""
+    """``p_j = exp(z_j/T) / sum_l exp(z_l/T)`` for the given logits ``z``."""
     exps = [sp.exp(zi / temperature) for zi in z]
     total = sp.Add(*exps)
     return [e / total for e in exps]
@@ -48,13 +49,13 @@ def shift_difference(n: int) -> list[sp.Expr]:
 
 
 def two_logit_weight(gap: sp.Expr = sp.Symbol("Delta", real=True)) -> sp.Expr:
-    """Weight of the larger of two logits ``z_1 = z_2 + Delta`` at temperature ``T``.
+    """Weight ``p_0`` of the larger of two logits ``z_0 = z_1 + Delta`` at temperature ``T``.
 
-    Equals the logistic function ``1 / (1 + exp(-Delta/T))``: only the gap
+    Equals the logistic sigmoid ``1 / (1 + exp(-Delta/T))``: only the gap
     between logits over the temperature matters.
     """
-    z2 = sp.Symbol("z_2", real=True)
-    return sp.simplify(softmax([z2 + gap, z2], T)[0])
+    z1 = sp.Symbol("z_1", real=True)
+    return sp.simplify(softmax([z1 + gap, z1], T)[0])
 
 
 def temperature_limits(n: int = 3) -> tuple[list[sp.Expr], list[sp.Expr]]:
@@ -73,15 +74,15 @@ def temperature_limits(n: int = 3) -> tuple[list[sp.Expr], list[sp.Expr]]:
 
 
 def jacobian(n: int) -> sp.Matrix:
-    """``J[i, j] = d alpha_i / d z_j`` by differentiating softmax symbolically, ``(n, n)``."""
+    """``J[j, l] = d p_j / d z_l`` by differentiating softmax symbolically, ``(n, n)``."""
     z = logits(n)
     return sp.Matrix(softmax(z)).jacobian(z)
 
 
 def jacobian_closed_form(n: int) -> sp.Matrix:
-    """``alpha_i (delta_ij - alpha_j)`` written with the softmax of the same symbols."""
-    alpha = softmax(logits(n))
-    return sp.Matrix(n, n, lambda i, j: alpha[i] * (sp.KroneckerDelta(i, j) - alpha[j]))
+    """``p_j (delta_jl - p_l)`` written with the softmax of the same symbols."""
+    p = softmax(logits(n))
+    return sp.Matrix(n, n, lambda j, l: p[j] * (sp.KroneckerDelta(j, l) - p[l]))
 
 
 def jacobian_residual(n: int) -> sp.Matrix:
@@ -89,9 +90,9 @@ def jacobian_residual(n: int) -> sp.Matrix:
     return sp.simplify(jacobian(n) - jacobian_closed_form(n))
 
 
-def entropy(alpha: list[sp.Expr]) -> sp.Expr:
-    """``H = -sum_i alpha_i ln alpha_i`` in nats."""
-    return -sp.Add(*[a * sp.log(a) for a in alpha])
+def entropy(weights: list[sp.Expr]) -> sp.Expr:
+    """``H = -sum_j p_j ln p_j`` in nats."""
+    return -sp.Add(*[p * sp.log(p) for p in weights])
 
 
 def uniform_entropy(n: int) -> sp.Expr:
@@ -101,10 +102,10 @@ def uniform_entropy(n: int) -> sp.Expr:
 
 
 def jacobian_from_weights(weights: torch.Tensor) -> torch.Tensor:
-    """The closed form ``diag(alpha) - alpha alpha^T`` on tensors.
+    """The closed form ``diag(p) - p p^T`` on tensors.
 
     ``weights`` has shape ``(..., n)`` (rows of softmax weights); the result
-    has shape ``(..., n, n)`` with ``[..., i, j] = d alpha_i / d z_j``.
+    has shape ``(..., n, n)`` with ``[..., j, l] = d p_j / d z_l``.
     """
     if not isinstance(weights, torch.Tensor) or weights.ndim < 1:
         raise TypeError(f"weights must be a torch.Tensor with at least 1 dimension, got {weights!r}")
@@ -112,28 +113,28 @@ def jacobian_from_weights(weights: torch.Tensor) -> torch.Tensor:
 
 
 def weight_symbols(n: int) -> list[sp.Symbol]:
-    """Positive symbols ``alpha_1, ..., alpha_n`` standing for softmax weights."""
+    """Positive symbols ``p_0, ..., p_{n-1}`` standing for one row of softmax weights."""
     _check_size(n)
-    return list(sp.symbols(f"alpha_1:{n + 1}", positive=True))
+    return list(sp.symbols(f"p_0:{n}", positive=True))
 
 
 def jacobian_abs_sum(n: int) -> tuple[sp.Expr, sp.Expr]:
-    """``sum_ij |J_ij|`` in the weights, and the claimed closed form ``2 (1 - sum_i alpha_i^2)``.
+    """``sum_jl |J_jl|`` in the weights, and the claimed closed form ``2 (1 - sum_j p_j^2)``.
 
-    With weights in ``(0, 1)`` the diagonal ``alpha_i (1 - alpha_i)`` is
-    positive and the off-diagonal ``-alpha_i alpha_j`` negative, so the sum
-    of absolute values is ``trace(J) - (sum(J) - trace(J))``. On the simplex
-    the two agree (:func:`jacobian_abs_sum_residual`). Because
-    ``sum alpha^2 >= alpha_max^2``, it is at most ``4 (1 - alpha_max)``: a
-    softmax whose top weight is near 1 passes almost no gradient.
+    With weights in ``(0, 1)`` the diagonal ``p_j (1 - p_j)`` is positive
+    and the off-diagonal ``-p_j p_l`` negative, so the sum of absolute
+    values is ``trace(J) - (sum(J) - trace(J))``. On the simplex the two
+    agree (:func:`jacobian_abs_sum_residual`). Because
+    ``sum p^2 >= p_max^2``, it is at most ``4 (1 - p_max)``: a softmax whose
+    top weight is near 1 passes almost no gradient.
     """
-    alpha = weight_symbols(n)
-    jac = sp.Matrix(n, n, lambda i, j: alpha[i] * (sp.KroneckerDelta(i, j) - alpha[j]))
-    return 2 * jac.trace() - sum(jac), 2 * (1 - sp.Add(*[a**2 for a in alpha]))
+    p = weight_symbols(n)
+    jac = sp.Matrix(n, n, lambda j, l: p[j] * (sp.KroneckerDelta(j, l) - p[l]))
+    return 2 * jac.trace() - sum(jac), 2 * (1 - sp.Add(*[pj**2 for pj in p]))
 
 
 def jacobian_abs_sum_residual(n: int) -> sp.Expr:
-    """The difference of the two sides of :func:`jacobian_abs_sum` with ``alpha_n = 1 - rest``: 0."""
-    alpha = weight_symbols(n)
+    """The difference of the two sides of :func:`jacobian_abs_sum` with ``p_{n-1} = 1 - rest``: 0."""
+    p = weight_symbols(n)
     abs_sum, closed = jacobian_abs_sum(n)
-    return sp.expand((abs_sum - closed).subs(alpha[-1], 1 - sp.Add(*alpha[:-1])))
+    return sp.expand((abs_sum - closed).subs(p[-1], 1 - sp.Add(*p[:-1])))
