@@ -111,7 +111,7 @@ def gpu_memory(ax: plt.Axes) -> None:
         (shared, "shared memory of one multiprocessor: small, near",
          {1: "$K_j$ tile", 2: "$V_j$ tile", 3: "next tiles"}, _SCORES),
         (registers, "registers of one program: smallest, nearest",
-         {0: "$Q_i$ block", 1: "$S = Q_i K_j^\\top$", 2: "$P = 2^{S - m}$", 3: "$m, \\ell$",
+         {0: "$Q_i$ block", 1: "$Z = \\tau Q_i K_j^\\top$", 2: "$P = e^{Z - m}$", 3: "$m, \\ell$",
           4: "acc"}, _STATE),
     ]
     for y, title, items, color in levels:

@@ -21,7 +21,9 @@ query per sequence against a cache of S keys, grouped-query heads 32:8,
 d = 128, bf16, in GB/s of the cache's own bytes (K and V once), by
 ``fused.decode`` (the keys split over programs, Flash-Decoding) and by
 ``fused.attention`` at L = 1 (one program per query head), beside torch's
-backends, which get K and V repeated to 32 heads, as they need them.
+backends, each given the grouped cache with ``enable_gqa=True`` where it
+accepts that (``<backend>_gqa`` True in the JSON), else K and V repeated to
+32 heads (``<backend>_gqa`` False), which it then reads four times over.
 
 It prints tables with the fused/flash and fused/cudnn ratios and writes
 JSON (default ``attnlib/results/fused_gpu_<gpu>.json``) with the GPU's name,
@@ -103,17 +105,30 @@ def forward_flops(batch: int, heads: int, n: int, d: int, causal: bool) -> float
     return 4.0 * batch * heads * n * n * d * (0.5 if causal else 1.0)
 
 
-def method_call(method: str, causal: bool, **fused_kwargs):
+def method_call(method: str, causal: bool, **kwargs):
+    """``call(q, k, v)`` of ``method``; ``kwargs`` go to fused.attention or to torch's SDPA (``enable_gqa``)."""
     if method == "fused":
-        return lambda q, k, v: fused.attention(q, k, v, is_causal=causal, **fused_kwargs)
+        return lambda q, k, v: fused.attention(q, k, v, is_causal=causal, **kwargs)
     backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                "math": SDPBackend.MATH}[method]
 
     def torch_sdpa(q, k, v):
         with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kwargs)
 
     return torch_sdpa
+
+
+def torch_decode_call(method: str, q, k, v, k_repeated, v_repeated) -> tuple:
+    """``(call, arguments, grouped)`` for torch's backend ``method`` on a grouped cache: the 8 key/value
+    heads themselves with ``enable_gqa=True`` where the backend accepts that (``grouped`` True), else
+    K and V repeated to the query heads. Which backends accept it depends on the torch version."""
+    grouped_call = method_call(method, False, enable_gqa=True)
+    try:
+        grouped_call(q, k, v)
+    except RuntimeError:  # "No available kernel" for this backend with grouped heads
+        return method_call(method, False), (q, k_repeated, v_repeated), False
+    return grouped_call, (q, k, v), True
 
 
 def milliseconds(call, device: str, grad_to_none=None) -> float:
@@ -243,10 +258,11 @@ def measure_decode(batch: int, cache_len: int, scale: Scale = GPU) -> dict:
     calls = {
         "fused_decode": (lambda q, k, v: fused.decode(q, k, v, enable_gqa=True), (q, k, v)),
         "fused": (method_call("fused", True, causal_alignment="bottom_right", enable_gqa=True), (q, k, v)),
-        "flash": (method_call("flash", False), (q, k_repeated, v_repeated)),
-        "cudnn": (method_call("cudnn", False), (q, k_repeated, v_repeated)),
     }
     for method in DECODE_METHODS:
+        if method not in calls:  # torch's backends: the grouped cache where they take it
+            call, arguments, point[f"{method}_gqa"] = torch_decode_call(method, q, k, v, k_repeated, v_repeated)
+            calls[method] = (call, arguments)
         call, arguments = calls[method]
         try:
             call(*arguments)
@@ -365,8 +381,9 @@ def main(argv=None) -> None:
         "decode_what": f"one query per sequence, {scale.decode_heads[0]} query heads on {scale.decode_heads[1]} "
                        f"key/value heads, d = {scale.decode_heads[2]}, bf16 (fp16 in a dry run); "
                        "GB/s = the cache's bytes (K and V once) / time; fused_decode: fused.decode (keys split "
-                       "over programs), fused: fused.attention at L = 1; torch's backends read K and V repeated "
-                       "to every query head",
+                       "over programs), fused: fused.attention at L = 1; torch's backends read the grouped cache "
+                       "with enable_gqa=True where they accept it (<backend>_gqa True), else K and V repeated "
+                       "to every query head (<backend>_gqa False)",
         "decode_points": [],
         "not_measured": [],
         "picked_configurations": [],

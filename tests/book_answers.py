@@ -134,6 +134,12 @@ for score in big:
     l_running = l_running * np.exp(np.float32(m - m_new)) + np.exp(score - m_new)
     m = m_new
 answer = (l_frozen, l_running)""",
+    "ex-09-causal-fraction": """\
+n, b_q, b_k = sp.symbols("n b_q b_k", positive=True)
+u = sp.symbols("u", integer=True, nonnegative=True)
+blocks = n / b_q
+visited = sp.summation((u + 1) * b_q / b_k, (u, 0, blocks - 1))
+answer = visited / (blocks * n / b_k)""",
     "ex-09-key-lengths": """\
 from attnlib import fused
 padding = attnlib.padding_mask(torch.tensor([7, 3]), 10).expand(2, 4, 6, 10)

@@ -166,3 +166,20 @@ def test_a_run_killed_mid_sweep_keeps_every_point_measured_before(tmp_path):
     result, written = dry_run(tmp_path, "--lengths", "32", code=CRASH)
     assert result.returncode != 0 and "KeyboardInterrupt" in result.stderr
     assert len(written["decode_points"]) == 2 and len(written["points"]) == 1
+
+
+def test_decoding_gives_torch_the_grouped_cache_where_a_backend_takes_it():
+    """On the CPU, torch's math backend takes enable_gqa=True; cuDNN has no CPU kernel, so it gets
+    the repeated K and V (and then fails when timed, which the sweep records)."""
+    import fused_gpu
+
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 4, 1, 16, generator=generator)
+    k, v = (torch.randn(1, 2, 10, 16, generator=generator) for _ in range(2))
+    k_repeated, v_repeated = (x.repeat_interleave(2, dim=1) for x in (k, v))
+    call, arguments, grouped = fused_gpu.torch_decode_call("math", q, k, v, k_repeated, v_repeated)
+    assert grouped and arguments[1] is k
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k_repeated, v_repeated)
+    torch.testing.assert_close(call(*arguments), expected)
+    _, arguments, grouped = fused_gpu.torch_decode_call("cudnn", q, k, v, k_repeated, v_repeated)
+    assert not grouped and arguments[1] is k_repeated

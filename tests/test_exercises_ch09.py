@@ -1,5 +1,7 @@
 """Chapter 9's checkers accept answers computed here and reject plausible mistakes with a hint."""
 import numpy as np
+import pytest
+import sympy as sp
 import torch
 import torch.nn.functional as F
 
@@ -34,6 +36,33 @@ def test_causal_tiles_rejects_counts_that_miss_tiles():
     counts[3, 2] -= 1
     feedback = exercises.check("ex-09-causal-tiles", (counts, fraction))
     assert not feedback and "block 3" in feedback.message
+
+
+N, B_Q, B_K = sp.symbols("n b_q b_k", positive=True)
+
+
+@pytest.mark.parametrize("n, b_q, b_k", [(1024, 128, 64), (512, 64, 64), (768, 256, 32), (96, 32, 16)])
+def test_causal_fraction_accepts_the_formula_that_the_brute_force_count_gives(n, b_q, b_k):
+    # a student's derivation: block u visits (u + 1) b_q / b_k tiles; the sum over u, over all tiles
+    blocks = N / B_Q
+    u = sp.symbols("u", integer=True, nonnegative=True)
+    derived = sp.summation((u + 1) * B_Q / B_K, (u, 0, blocks - 1)) / (blocks * N / B_K)
+    counts, fraction = causal_tiles_by_brute_force(n, b_q, b_k)
+    assert float(derived.subs({N: n, B_Q: b_q, B_K: b_k})) == pytest.approx(fraction)
+    assert exercises.check("ex-09-causal-fraction", derived)
+
+
+def test_causal_fraction_rejects_the_triangle_and_a_band_one_key_tile_wide():
+    feedback = exercises.check("ex-09-causal-fraction", sp.Rational(1, 2))
+    assert not feedback and "diagonal" in feedback.message
+    feedback = exercises.check("ex-09-causal-fraction", (N + B_K) / (2 * N))
+    assert not feedback and "as wide as a query block" in feedback.message
+
+
+def test_causal_fraction_rejects_the_number_for_the_book_sizes_without_giving_the_formula():
+    feedback = exercises.check("ex-09-causal-fraction", sp.Rational(9, 16))
+    assert not feedback and "general n" in feedback.message
+    assert "(n + b_q)" not in feedback.message and "b_q/(2" not in feedback.message
 
 
 def test_gqa_heads_accepts_torch_sdpa_on_constant_values():

@@ -1,8 +1,10 @@
 """Checkers for the exercises of Chapter 9, A fused kernel in Triton."""
 
 import numpy as np
+import sympy as sp
 
 from . import as_array, checker, compare
+from .symbolic import as_expression, same
 
 
 @checker("ex-09-causal-tiles",
@@ -32,6 +34,31 @@ def _causal_tiles(answer):
     near_half = abs(got_fraction - 0.5) < 1e-3
     hint = " Half is the triangle; the diagonal tiles are computed whole." if near_half else ""
     return False, f"the counts are right but the fraction {got_fraction:.4f} is not: visited tiles / all tiles.{hint}"
+
+
+_N, _B_Q, _B_K = sp.symbols("n b_q b_k", positive=True)
+
+
+@checker("ex-09-causal-fraction",
+         "one SymPy expression in n, b_q and b_k: the fraction of the (n / b_q)(n / b_k) tile pairs that a "
+         "causal call over n tokens computes, for b_q a multiple of b_k and n a multiple of b_q")
+def _causal_fraction(answer):
+    got = as_expression(answer, "answer", (_N, _B_Q, _B_K))
+    # block u (u = 0, ..., n / b_q - 1) visits (u + 1) b_q / b_k tiles; summed and divided by all of them
+    expected = (_N + _B_Q) / (2 * _N)
+    if same(got, expected):
+        return True, "it holds for every n, b_q and b_k of that form, and tends to 1/2 as n / b_q grows."
+    if same(got, sp.Rational(1, 2)):
+        return False, "1/2 is the triangle of (query, key) pairs; the tiles the diagonal crosses are computed whole."
+    if same(got, (_N + _B_K) / (2 * _N)):
+        return False, ("the band of masked tiles is as wide as a query block, not a key tile: "
+                       "the last row of block u sees keys up to (u + 1) b_q - 1.")
+    book_sizes = {_N: 1024, _B_Q: 128, _B_K: 64}
+    if sp.simplify(got.subs(book_sizes) - expected.subs(book_sizes)) == 0:
+        return False, ("right for n = 1024, b_q = 128, b_k = 64 only; "
+                       "write the count for general n, b_q and b_k.")
+    return False, ("count the tiles that block u visits, sum over the n / b_q blocks, "
+                   "and divide by the (n / b_q)(n / b_k) tile pairs.")
 
 
 @checker("ex-09-gqa-heads",

@@ -87,7 +87,7 @@ def _attend_to_key_tiles(
         v = tl.load(value_tile + tile_cols[:, None] * stride_vs + value_dims[None, :],
                     mask=value_ok, other=0.0)
 
-        # One tile of scores, s_ij = scale * q_i . k_j, times log2(e) so that
+        # One tile of scores, z_ij = scale * q_i . k_j, times log2(e) so that
         # every exp below is an exp2. "ieee" keeps fp32 inputs in fp32 (no
         # TF32), like torch's matmul; fp16/bf16 products are exact in fp32.
         scores = tl.dot(q, tl.trans(k), input_precision="ieee") * scale_log2
@@ -123,18 +123,18 @@ def _attend_to_key_tiles(
                 v = tl.where(seen_by_some_row[:, None], v, 0.0)
             scores = tl.where(allowed, scores, float("-inf"))
 
-        # (eq. 8.2) m_new = max(m, rowmax(S_tile)).
+        # (eq. 8.2) m_new = max(m, rowmax(Z_tile)).
         m_new = tl.maximum(m, tl.max(scores, axis=1))
         # A row with no allowed key so far still has m_new = -inf; shifting by
         # 0 instead gives exp2(-inf - 0) = 0 where exp2(-inf + inf) would be NaN.
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)
         # How much the state summed against the old maximum shrinks: exp(m - m_new).
         correction = tl.math.exp2(m - shift)
-        # Unnormalised weights exp(S_tile - m_new): at most 1, so they never overflow.
+        # Unnormalised weights exp(Z_tile - m_new): at most 1, so they never overflow.
         weights = tl.math.exp2(scores - shift[:, None])
-        # (eq. 8.3) l_new = l * exp(m - m_new) + rowsum(exp(S_tile - m_new)).
+        # (eq. 8.3) l_new = l * exp(m - m_new) + rowsum(exp(Z_tile - m_new)).
         l = l * correction + tl.sum(weights, axis=1)
-        # (eq. 8.4) acc_new = acc * exp(m - m_new) + exp(S_tile - m_new) V_tile.
+        # (eq. 8.4) acc_new = acc * exp(m - m_new) + exp(Z_tile - m_new) V_tile.
         # The weights are rounded to the input dtype so that this product also
         # runs on tensor cores; it accumulates in fp32.
         acc = acc * correction[:, None] + tl.dot(weights.to(v.dtype), v, input_precision="ieee")
@@ -244,9 +244,9 @@ def attention_forward_kernel(
     l = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_EV], dtype=tl.float32)
     if HAS_SINKS:
-        # The head's sink is one more key with logit s_h and value 0: the state
-        # starts as if it had been folded in, m = s_h (base 2, like the scores),
-        # l = exp2(s_h - m) = 1, acc = 0. It joins every denominator and the lse.
+        # The head's sink is one more key with logit zeta_h and value 0: the state
+        # starts as if it had been folded in, m = zeta_h (base 2, like the scores),
+        # l = exp2(zeta_h - m) = 1, acc = 0. It joins every denominator and the lse.
         m = tl.zeros([BLOCK_M], dtype=tl.float32) + tl.load(sinks + head) * LOG2_E
         l = tl.full([BLOCK_M], 1.0, dtype=tl.float32)
 
