@@ -268,14 +268,14 @@ def read_notation(path: pathlib.Path) -> Notation:
     for form, meaning in forms:
         pure = re.fullmatch(r"\$([^$]+)\$", form)
         if pure:
-            for symbol in _top_level_split(pure[1]):
-                symbol = canonical(symbol)
+            for original in _top_level_split(pure[1]):
+                symbol = canonical(original)
                 if symbol == r"\dots":
                     continue
                 if symbols(symbol, set(notation.defined) | {symbol}) != [symbol]:
                     # several symbols, as "AV" or "T(n,d)": caught as written, not letter by letter
                     pattern = re.compile(r"(?<![A-Za-z\\])" + re.escape(symbol) + r"(?![A-Za-z])")
-                    notation.ruled_out_math.append((pattern, symbol, meaning))
+                    notation.ruled_out_math.append((pattern, original, meaning))
                     continue
                 if symbol in notation.defined:
                     raise ValueError(f"{path}: the form ${symbol}$ is ruled out for '{meaning}' but "
