@@ -112,9 +112,9 @@ def jacobian_from_weights(weights: torch.Tensor) -> torch.Tensor:
 
 
 def weight_symbols(n: int) -> list[sp.Symbol]:
-    """Positive symbols ``alpha_1, ..., alpha_n`` standing for softmax weights."""
+    """Positive symbols ``p_0, ..., p_{n-1}`` standing for one row of softmax weights."""
     _check_size(n)
-    return list(sp.symbols(f"alpha_1:{n + 1}", positive=True))
+    return list(sp.symbols(f"p_0:{n}", positive=True))
 
 
 def jacobian_abs_sum(n: int) -> tuple[sp.Expr, sp.Expr]:
