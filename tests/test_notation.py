@@ -51,11 +51,14 @@ def test_every_page_follows_the_notation():
     (r"$$ w_{ij} = \frac{e^{z_{ij}}}{e^{s_h} + \sum_{j'} e^{z_{ij'}}} $$", ("ruled out", "$w_{ij}$")),
     (r"the output is $O_{ic} = \sum_j p_{ij} V_{jc}$", ("ruled out", "$O_{ic}$")),
     # chapter 7's time, budget and bytes per number; 9.3's peak and bandwidth
-    (r"$$ T(n, d) = O(n^2 d) $$", ("ruled out", "$T(n,d)$")),
+    (r"$$ T(n, d) = O(n^2 d) $$", ("ruled out", "$T(n, d)$")),
     ("a memory budget of $B$ bytes", ("prose", "'budget $B$'")),
     ("with $s$ bytes per number", ("prose", "'$s$ bytes'")),
     ("a peak of $P$ operations per second", ("prose", "'peak $P$'")),
     ("a bandwidth of $B$ bytes per second", ("prose", "'bandwidth $B$'")),
+    # an index counted from 1: chapter 2's sum, chapter 12's ALiBi heads
+    (r"$$ s = q \cdot k = \sum_{i=1}^{d} q_i k_i $$", ("index base", "from 1")),
+    (r"$$ m_h = 2^{-8h/H}, \quad h = 1, \dots, H $$", ("index base", "from 1")),
     # a symbol the notation page does not define at all
     (r"the gain $\Omega$ of the layer", ("undefined", r"$\Omega$")),
 ])

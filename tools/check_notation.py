@@ -44,7 +44,7 @@ MATH_SYMBOL = re.compile(r"\\\\|\\[a-zA-Z]+|\\.|[A-Za-z]|[_^{}]|[^A-Za-z_^{}\\]"
 @dataclasses.dataclass(frozen=True)
 class Finding:
     page: str
-    kind: str       # "undefined", "ruled out", "prose"
+    kind: str       # "undefined", "ruled out", "prose", "index base"
     symbol: str
     snippet: str
 
@@ -289,6 +289,12 @@ def read_notation(path: pathlib.Path) -> Notation:
 
 # --- the check ---------------------------------------------------------------------------------
 
+# Indices count from 0 (the notation page says so): a sum or a range that starts an index letter
+# at 1 is the slip this catches, e.g. \sum_{i=1}^{d} or h = 1, \dots, H.
+INDEX_LETTER = r"(?:[ijhart]|\\kappa)'?"
+FROM_ONE = re.compile(r"\\(?:sum|prod)_\{\s*" + INDEX_LETTER + r"\s*=\s*1\s*\}"
+                      r"|(?<![A-Za-z\\])" + INDEX_LETTER + r"\s*=\s*1\s*,\s*(?:2\s*,\s*)?\\[lc]?dots")
+
 def page_key(path: pathlib.Path) -> str:
     """The key a local letter's Pages cell uses: ``10_2`` for 10_2_training, ``13`` for 13_..."""
     match = re.match(r"(\d\d(?:_\d)?)_", path.name)
@@ -318,6 +324,9 @@ def check_page(path: pathlib.Path, notation: Notation, root: pathlib.Path) -> li
         pieces, prose = math_pieces(text)
         for math in pieces:
             flat = canonical(math)
+            base = FROM_ONE.search(math)
+            if base:
+                report("index base", "from 1 (indices count from 0)", math)
             for pattern, form, meaning in notation.ruled_out_math:
                 if pattern.search(flat):
                     report("ruled out", f"${form}$ ({meaning})", math)
