@@ -59,6 +59,8 @@ def test_every_page_follows_the_notation():
     # an index counted from 1: chapter 2's sum, chapter 12's ALiBi heads
     (r"$$ s = q \cdot k = \sum_{i=1}^{d} q_i k_i $$", ("index base", "from 1")),
     (r"$$ m_h = 2^{-8h/H}, \quad h = 1, \dots, H $$", ("index base", "from 1")),
+    # a chapter's title where its number was meant (review item 60)
+    ("as Chapter {ref}`ch:variance-symbolic` derived", ("prose", "a title after 'Chapter'")),
     # a symbol the notation page does not define at all
     (r"the gain $\Omega$ of the layer", ("undefined", r"$\Omega$")),
 ])

@@ -289,6 +289,10 @@ def read_notation(path: pathlib.Path) -> Notation:
 
 # --- the check ---------------------------------------------------------------------------------
 
+# A {ref} to a chapter renders as its title, so "Chapter {ref}`ch:x`" reads "Chapter The cost of
+# attention"; {numref}`Chapter %s <ch:x>` gives the number.
+TITLE_AFTER_NUMBER_WORD = re.compile(r"\b(?:Chapters?|Sections?|Chs?\.)\s+\{(?:ref|doc)\}`[^`]*`")
+
 # Indices count from 0 (the notation page says so): a sum or a range that starts an index letter
 # at 1 is the slip this catches, e.g. \sum_{i=1}^{d} or h = 1, \dots, H.
 INDEX_LETTER = r"(?:[ijhart]|\\kappa)'?"
@@ -335,6 +339,8 @@ def check_page(path: pathlib.Path, notation: Notation, root: pathlib.Path) -> li
                     report("ruled out", f"${symbol}$ ({notation.ruled_out[symbol]})", math)
                 elif symbol not in notation.defined and not _allowed(symbol, key, notation):
                     report("undefined", f"${symbol}$", math)
+        for match in TITLE_AFTER_NUMBER_WORD.finditer(text):
+            report("prose", "a title after 'Chapter' (write {numref}`Chapter %s <label>`)", match[0])
         for pattern, form, meaning in notation.phrases:
             for match in pattern.finditer(prose):
                 report("prose", f"'{form}' ({meaning})", match[0])
