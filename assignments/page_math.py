@@ -56,7 +56,7 @@ PHRASES: list[tuple[str, str]] = [
     ("sum_a dO_a O_a", r"$\sum_a dO_a O_a$"),
     ("s1, s2, s3, v1, v2, v3", "$s_1, s_2, s_3, v_1, v_2, v_3$"),
     ("(m, l, acc)", r"$(m, \ell, \mathrm{acc})$"),
-    ("5 tanh(s / 5)", r"$5 \tanh(s / 5)$"),
+    ("5 tanh(z / 5)", r"$5 \tanh(z / 5)$"),
     ("muP", r"$\mu$P"),
     # single letters that are math in their sentence
     ("expressions in d,", "expressions in $d$,"),
