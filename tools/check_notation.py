@@ -25,7 +25,8 @@ import pathlib
 import re
 import sys
 
-import yaml
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import book_pages  # noqa: E402  (the toc's pages, as every tool reads them)
 
 GREEK = {
     "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta",
@@ -348,20 +349,10 @@ def check_page(path: pathlib.Path, notation: Notation, root: pathlib.Path) -> li
 
 
 def default_pages(root: pathlib.Path) -> list[pathlib.Path]:
-    pages = [root / "intro.md", root / "notation.md"]
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-
-    def walk(entry: dict) -> None:
-        path = root / f"{entry['file']}.ipynb"
-        if path.exists():
-            pages.append(path)
-        for section in entry.get("sections", []):
-            walk(section)
-
-    for part in toc["parts"]:
-        for chapter in part["chapters"]:
-            walk(chapter)
-    return pages
+    """The intro, the notation page and every chapter page of ROOT's ``_toc.yml``."""
+    chapters = [root / f"{page.file}.ipynb" for page in book_pages.toc_pages(root / "_toc.yml")
+                if page.file.startswith("chapters/")]
+    return [root / "intro.md", root / "notation.md", *chapters]
 
 
 def check(pages: list[pathlib.Path], notation_path: pathlib.Path, root: pathlib.Path) -> list[Finding]:
