@@ -414,14 +414,14 @@ distance = torch.arange(4096, dtype=torch.float64)  # from the last query back t
 weights = torch.softmax(-float(sp.Rational("{slope}")) * distance, dim=0)  # a content-free query
 answer = torch.special.entr(weights).sum().item()"""),
     # 1 - tanh^2 cancels: in float32 its absolute error is a few times 1.2e-7 whatever its size,
-    # hence an absolute tolerance; caps from 6 keep the smallest slope (at s = 15) above 0.02.
+    # hence an absolute tolerance; caps from 6 keep the smallest slope (at z = 15) above 0.02.
     Task("ex-12-softcap-slope", draw=lambda rng: {"cap": rng.randint(6, 50)},
          check=lambda p: _assert(p["cap"] >= 6, "caps from 6, for which atol=1e-6 is argued"),
          second=lambda p: [1 - math.tanh(s / p["cap"]) ** 2 for s in (0.0, 5.0, 15.0)],
          book={"cap": 5},
          rtol=FLOAT32, atol=1e-6,
-         numbers="Use the cap c = {cap}, the derivative of {cap} tanh(s / {cap}), at the same s.",
-         prompt="three numbers: the derivative of {cap} tanh(s / {cap}) at s = 0, 5 and 15",
+         numbers="Use the cap c = {cap}, the derivative of {cap} tanh(z / {cap}), at the same z.",
+         prompt="three numbers: the derivative of {cap} tanh(z / {cap}) at z = 0, 5 and 15",
          solution="""\
 s = torch.tensor([0.0, 5.0, 15.0], dtype=torch.float64, requires_grad=True)
 ({cap} * torch.tanh(s / {cap})).sum().backward()
@@ -433,7 +433,7 @@ answer = s.grad.clone()"""),
          second=lambda p: [math.sqrt(p["model"] / p["heads"] / p["width"]), math.sqrt(p["width"]) / 8,
                            1 / math.sqrt(p["width"])],
          book={"width": 256, "model": 3072, "heads": 24}, rtol=FLOAT32,
-         numbers="Use heads of width {width} and d_model / h = {model} / {heads}: the scales are "
+         numbers="Use heads of width {width} and d_model / H = {model} / {heads}: the scales are "
                  "({model}/{heads})^-1/2, 8/{width} and 1, against 1/sqrt({width}).",
          prompt="three numbers: T relative to 1/sqrt({width}) for the scales ({model}/{heads})^-1/2, 8/{width} and 1",
          solution="""\

@@ -130,15 +130,15 @@ def rope(x: torch.Tensor, positions, *, base: float = 10000.0) -> torch.Tensor:
 def alibi_slopes(n_heads: int) -> torch.Tensor:
     """ALiBi's slope per head, float64 ``(H,)``.
 
-    For ``H`` a power of two, the geometric sequence ``2 ** (-8h / H)``,
-    ``h = 1 .. H``. Otherwise (the paper's rule) the slopes of the largest
-    power of two ``P < H``, followed by every other slope of ``2P``
-    (the 1st, 3rd, ...) until there are ``H``.
+    For ``H`` a power of two, the geometric sequence ``2 ** (-8 (h + 1) / H)``
+    for heads ``h = 0 .. H - 1``. Otherwise (the paper's rule) the slopes of
+    the largest power of two below ``H``, followed by every other slope of
+    twice that power (the 1st, 3rd, ...) until there are ``H``.
     """
     n_heads = _check_count("n_heads", n_heads, 1)
 
     def geometric(n: int) -> list[float]:
-        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
 
     power = 2 ** int(math.floor(math.log2(n_heads)))
     slopes = geometric(power) + geometric(2 * power)[0::2][: n_heads - power]

@@ -149,13 +149,13 @@ per_head = padding.clone()
 per_head[:, 1, :, 0] = False
 answer = [fused.key_lengths(mask) for mask in (padding, with_hole, per_head)]""",
     "ex-10-row-term": """\
-s = sp.symbols("s_1:4", real=True)
-g = sp.symbols("g_1:3", real=True)
-v = sp.Matrix(3, 2, lambda j, c: sp.Symbol(f"v_{j + 1}{c + 1}", real=True))
-p = softmax_theory.softmax(list(s))
-dp = [g[0] * v[j, 0] + g[1] * v[j, 1] for j in range(3)]  # dP_j = (dO V^T)_j
-o = [sum(p[j] * v[j, c] for j in range(3)) for c in range(2)]  # O = P V
-answer = (sum(p[j] * dp[j] for j in range(3)), g[0] * o[0] + g[1] * o[1])""",
+z = sp.symbols("z_0:3", real=True)
+do = sp.symbols("dO_0:2", real=True)
+v = sp.Matrix(3, 2, lambda j, a: sp.Symbol(f"v_{j}{a}", real=True))
+p = softmax_theory.softmax(list(z))
+dp = [do[0] * v[j, 0] + do[1] * v[j, 1] for j in range(3)]  # dP_j = (dO V^T)_j
+o = [sum(p[j] * v[j, a] for j in range(3)) for a in range(2)]  # O = P V
+answer = (sum(p[j] * dp[j] for j in range(3)), do[0] * o[0] + do[1] * o[1])""",
     "ex-10-masked-row": """\
 gen = torch.Generator().manual_seed(0)
 q, k, v = (torch.randn(n, 8, generator=gen, dtype=torch.float64) for n in (4, 6, 6))

@@ -12,15 +12,15 @@ from attnlib import exercises
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-S = sp.symbols("s_1:4", real=True)
-G = sp.symbols("g_1:3", real=True)
-V = sp.Matrix(3, 2, lambda j, c: sp.Symbol(f"v_{j + 1}{c + 1}", real=True))
+S = sp.symbols("z_0:3", real=True)
+G = sp.symbols("dO_0:2", real=True)
+V = sp.Matrix(3, 2, lambda j, a: sp.Symbol(f"v_{j}{a}", real=True))
 
 
 def row_sums(weights):
-    """sum_j P_j dP_j and sum_c g_c O_c with the given weights P_j."""
+    """sum_j P_j dP_j and sum_a dO_a O_a with the given weights P_j."""
     grad_weights = [G[0] * V[j, 0] + G[1] * V[j, 1] for j in range(3)]
-    output = [sum(weights[j] * V[j, c] for j in range(3)) for c in range(2)]
+    output = [sum(weights[j] * V[j, a] for j in range(3)) for a in range(2)]
     return sum(p * dp for p, dp in zip(weights, grad_weights)), G[0] * output[0] + G[1] * output[1]
 
 
@@ -34,7 +34,7 @@ def test_row_term_accepts_both_sums_written_by_hand():
 
 
 def test_row_term_accepts_plain_symbols_of_the_same_names():
-    # a student who writes sp.symbols("s_1:4") without real=True is read by name
+    # a student who writes sp.symbols("z_0:3") without real=True is read by name
     lhs, rhs = row_sums(softmax_weights())
     plain = {x: sp.Symbol(x.name) for x in lhs.free_symbols | rhs.free_symbols}
     assert exercises.check("ex-10-row-term", (lhs.xreplace(plain), rhs.xreplace(plain)))

@@ -69,7 +69,7 @@ def test_softcap_slope_accepts_autograd():
 
 
 @pytest.mark.parametrize("wrong, words", [
-    (1 - np.tanh(np.array([0.0, 5.0, 15.0])) ** 2, "s / c"),
+    (1 - np.tanh(np.array([0.0, 5.0, 15.0])) ** 2, "z / c"),
     (1 - np.tanh(np.array([0.0, 5.0, 15.0]) / 5), "squared"),
     (5 * np.tanh(np.array([0.0, 5.0, 15.0]) / 5), "capped scores"),
 ])

@@ -43,7 +43,7 @@ def test_jacobian_vector_product_needs_only_a_dot_product(n):
 
 
 def test_jacobian_vector_product_uses_chapter_4s_jacobian():
-    # J g with J from SymPy's own derivative of softmax, at a point: alpha * (g - alpha.g)
+    # J dP with J from SymPy's own derivative of softmax, at a point: p * (dP - p.dP)
     from attnlib.theory import softmax as softmax_theory
 
     z, g = [0.3, -1.2, 2.0], [0.5, 1.5, -0.25]
@@ -64,7 +64,7 @@ def test_softcap_slope_is_the_derivative_of_the_cap():
     slope = backward.softcap_slope()
     s = torch.tensor([-7.0, 0.0, 0.4, 15.0], dtype=torch.float64, requires_grad=True)
     (5.0 * torch.tanh(s / 5.0)).sum().backward()
-    symbol = next(x for x in slope.free_symbols if x.name == "s")
+    symbol = next(x for x in slope.free_symbols if x.name == "z")
     at = [float(slope.subs({symbol: value, backward.cap: 5})) for value in s.detach().tolist()]
     assert at == pytest.approx(s.grad.tolist(), abs=1e-15)
 

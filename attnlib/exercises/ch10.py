@@ -9,9 +9,10 @@ from .. import stored_results
 from . import UnreadableAnswer, as_array, as_number, as_parts, checker, compare
 from .symbolic import as_expression
 
-_SCORES = sp.symbols("s_1:4", real=True)
-_VALUES = sp.symbols("v_11 v_12 v_21 v_22 v_31 v_32", real=True)
-_INCOMING = sp.symbols("g_1:3", real=True)
+# counted from 0, as the book counts: scores z_j, values v_ja (key j, coordinate a), dO_a
+_SCORES = sp.symbols("z_0:3", real=True)
+_VALUES = sp.symbols("v_00 v_01 v_10 v_11 v_20 v_21", real=True)
+_INCOMING = sp.symbols("dO_0:2", real=True)
 # Points at which the two sums are evaluated: the largest score in each place, a tie, negative values.
 _POINTS = [((3.0, -1.0, 0.5), (0.3, -1.2, 2.0, 0.7, -0.4, 1.1), (0.5, -2.0)),
            ((-2.0, 1.5, 0.25), (1.0, 0.0, -0.5, 2.5, 0.25, -1.5), (1.5, 0.75)),
@@ -33,22 +34,22 @@ def _hint_row_sum(expression, side: str) -> str | None:
         point = dict(zip(symbols, scores + values + incoming))
         weights = np.exp(np.array(scores) - max(scores))
         weights /= weights.sum()
-        grad_weights = np.array(values).reshape(3, 2) @ np.array(incoming)  # dP_j = sum_c g_c v_jc
+        grad_weights = np.array(values).reshape(3, 2) @ np.array(incoming)  # dP_j = sum_a dO_a v_ja
         got = float(expression.subs(point))
         if math.isclose(got, weights @ grad_weights, rel_tol=1e-9, abs_tol=1e-12):
             continue
         if math.isclose(got, grad_weights.sum(), rel_tol=1e-9, abs_tol=1e-12):
             return f"{side} adds the dP_j without their weights P_j."
         if math.isclose(got, np.exp(scores) @ grad_weights, rel_tol=1e-9, abs_tol=1e-12):
-            return f"{side} uses exp(s_j) as weights; softmax divides them by their sum."
-        return (f"{side} differs from sum_j P_j dP_j at s = {scores}: dP_j = g_1 v_j1 + g_2 v_j2, "
-                "and O_c = sum_j P_j v_jc.")
+            return f"{side} uses exp(z_j) as weights; softmax divides them by their sum."
+        return (f"{side} differs from sum_j P_j dP_j at z = {scores}: dP_j = dO_0 v_j0 + dO_1 v_j1, "
+                "and O_a = sum_j P_j v_ja.")
     return None
 
 
 @checker("ex-10-row-term",
-         "a pair (lhs, rhs) of SymPy expressions in s_1..s_3, v_11..v_32, g_1, g_2: sum_j P_j dP_j and "
-         "sum_c g_c O_c for one query row with three keys and values of width 2")
+         "a pair (lhs, rhs) of SymPy expressions in z_0..z_2, v_00..v_21, dO_0, dO_1: sum_j P_j dP_j "
+         "and sum_a dO_a O_a for one query row with three keys and values of width 2")
 def _row_term(answer):
     lhs, rhs = answer
     symbols = _SCORES + _VALUES + _INCOMING
@@ -56,7 +57,7 @@ def _row_term(answer):
         error = _hint_row_sum(as_expression(expression, side, symbols), side)
         if error:
             return False, error
-    return True, "both sums are sum_j sum_c P_j g_c v_jc, so D costs one dot product of O with dO."
+    return True, "both sums are sum_j sum_a P_j dO_a v_ja, so D costs one dot product of O with dO."
 
 
 def _read_gradient(answer, name: str, shape: tuple[int, int]) -> np.ndarray:

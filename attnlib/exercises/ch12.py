@@ -63,7 +63,7 @@ def _alibi_entropy(answer):
 
 
 @checker("ex-12-softcap-slope",
-         "three numbers: the derivative of 5 tanh(s / 5) at s = 0, 5 and 15")
+         "three numbers: the derivative of 5 tanh(z / 5) at z = 0, 5 and 15")
 def _softcap_slope(answer):
     got = as_array(answer, "answer", (3,))
     scores = np.array(_SCORES)
@@ -73,7 +73,7 @@ def _softcap_slope(answer):
     if passed:
         return True, "far beyond the cap the slope is nearly 0, so almost no gradient reaches q and k."
     if np.allclose(got, 1 - np.tanh(scores) ** 2, atol=1e-8):
-        return False, "the tanh takes s / c, and the chain rule's 1/c cancels the factor c in front."
+        return False, "the tanh takes z / c, and the chain rule's 1/c cancels the factor c in front."
     if np.allclose(got, 1 - np.tanh(scores / _CAP), atol=1e-8):
         return False, "the derivative of tanh(x) is 1 - tanh(x)^2: the tanh is squared."
     if np.allclose(got, _CAP * np.tanh(scores / _CAP), atol=1e-8):

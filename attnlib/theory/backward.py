@@ -30,7 +30,7 @@ from . import softmax as softmax_theory
 
 #: The scale multiplying ``Q K^T`` (``1/sqrt(d)`` in practice), kept as a symbol.
 tau = sp.Symbol("tau", positive=True)
-#: The soft-cap ``c`` in ``c * tanh(s / c)``.
+#: The soft-cap ``c`` in ``c * tanh(z / c)``.
 cap = sp.Symbol("c", positive=True)
 
 
@@ -40,22 +40,22 @@ def _check_size(name: str, n) -> None:
 
 
 def _matrix(name: str, rows: int, columns: int) -> sp.Matrix:
-    """Real symbols ``name_ij`` (1-based) in a ``rows x columns`` matrix."""
-    return sp.Matrix(rows, columns, lambda i, j: sp.Symbol(f"{name}_{i + 1}{j + 1}", real=True))
+    """Real symbols ``name_ij`` in a ``rows x columns`` matrix, counted from 0 as the book counts."""
+    return sp.Matrix(rows, columns, lambda i, j: sp.Symbol(f"{name}_{i}{j}", real=True))
 
 
 def attention_symbols(queries: int = 2, keys: int = 3, width: int = 2,
                       value_width: int = 2) -> dict[str, sp.Matrix]:
     """Symbolic ``Q (L, d)``, ``K (S, d)``, ``V (S, dv)`` and ``dO (L, dv)``, keyed by those names.
 
-    Their entries are ``q_ic``, ``k_jc``, ``v_jc`` and ``g_ic`` (``g`` for the
-    gradient arriving at the output).
+    Their entries are ``q_ia``, ``k_ja``, ``v_ja`` and ``dO_ia`` (the gradient arriving at
+    the output), ``a`` a coordinate.
     """
     for name, n in (("queries", queries), ("keys", keys), ("width", width),
                     ("value_width", value_width)):
         _check_size(name, n)
     return {"Q": _matrix("q", queries, width), "K": _matrix("k", keys, width),
-            "V": _matrix("v", keys, value_width), "dO": _matrix("g", queries, value_width)}
+            "V": _matrix("v", keys, value_width), "dO": _matrix("dO", queries, value_width)}
 
 
 def row_softmax(scores: sp.Matrix) -> sp.Matrix:
@@ -123,18 +123,18 @@ def formula_residuals(symbols: dict[str, sp.Matrix]) -> dict[str, bool]:
 
 
 def jacobian_vector_product(n: int) -> tuple[sp.Matrix, sp.Matrix]:
-    """One row's ``J g`` with Chapter 4's ``J = diag(alpha) - alpha alpha^T``, and ``alpha * (g - alpha.g)``.
+    """One row's ``J dP`` with Chapter 4's ``J = diag(p) - p p^T``, and ``p * (dP - p.dP)``.
 
-    ``alpha_1..alpha_n`` are the row's weights and ``g_1..g_n`` the gradient
+    ``p_0..p_{n-1}`` are the row's weights and ``dP_0..dP_{n-1}`` the gradient
     arriving at them (a row of ``dP``); the two ``(n, 1)`` columns are equal
     (:func:`jacobian_vector_product_residual`), and the second costs one dot
     product instead of an ``n x n`` matrix.
     """
-    alpha = sp.Matrix(softmax_theory.weight_symbols(n))
-    g = sp.Matrix(sp.symbols(f"g_1:{n + 1}", real=True))
-    jacobian = sp.diag(*alpha) - alpha * alpha.T
-    dot = (alpha.T * g)[0]
-    return jacobian * g, alpha.multiply_elementwise(g - dot * sp.ones(n, 1))
+    weights = sp.Matrix(softmax_theory.weight_symbols(n))
+    grad_weights = sp.Matrix(sp.symbols(f"dP_0:{n}", real=True))
+    jacobian = sp.diag(*weights) - weights * weights.T
+    dot = (weights.T * grad_weights)[0]
+    return jacobian * grad_weights, weights.multiply_elementwise(grad_weights - dot * sp.ones(n, 1))
 
 
 def jacobian_vector_product_residual(n: int) -> sp.Matrix:
@@ -144,27 +144,29 @@ def jacobian_vector_product_residual(n: int) -> sp.Matrix:
 
 
 def row_term_identity(keys: int = 3, value_width: int = 2) -> tuple[sp.Expr, sp.Expr]:
-    """``sum_j P_j dP_j`` and ``sum_c dO_c O_c`` for one query row: the same number.
+    """``sum_j P_j dP_j`` and ``sum_a dO_a O_a`` for one query row: the same number.
 
-    The row has scores ``s_1..s_S``, values ``v_jc`` and incoming gradient
-    ``g_1..g_dv``; ``dP_j = sum_c g_c v_jc`` and ``O_c = sum_j P_j v_jc``, so
-    both sums are ``sum_j sum_c P_j g_c v_jc``.
+    The row has scores ``z_0..z_{S-1}``, values ``v_ja`` and incoming gradient
+    ``dO_0..dO_{dv-1}``; ``dP_j = sum_a dO_a v_ja`` and ``O_a = sum_j P_j v_ja``, so
+    both sums are ``sum_j sum_a P_j dO_a v_ja``.
     """
     _check_size("keys", keys)
     _check_size("value_width", value_width)
-    weights = softmax_theory.softmax(list(sp.symbols(f"s_1:{keys + 1}", real=True)))
+    weights = softmax_theory.softmax(list(sp.symbols(f"z_0:{keys}", real=True)))
     values = _matrix("v", keys, value_width)
-    g = sp.symbols(f"g_1:{value_width + 1}", real=True)
-    grad_weights = [sum(g[c] * values[j, c] for c in range(value_width)) for j in range(keys)]
-    output = [sum(weights[j] * values[j, c] for j in range(keys)) for c in range(value_width)]
+    grad_output = sp.symbols(f"dO_0:{value_width}", real=True)
+    grad_weights = [sum(grad_output[a] * values[j, a] for a in range(value_width)) for j in range(keys)]
+    output = [sum(weights[j] * values[j, a] for j in range(keys)) for a in range(value_width)]
     return (sp.Add(*(p * dp for p, dp in zip(weights, grad_weights))),
-            sp.Add(*(gc * oc for gc, oc in zip(g, output))))
+            sp.Add(*(do * o for do, o in zip(grad_output, output))))
 
 
 def softcap_slope() -> sp.Expr:
-    """``d/ds c tanh(s / c)``, by SymPy: ``1 - tanh(s / c)^2``, the factor on ``dS`` with a cap."""
-    s = sp.Symbol("s", real=True)
-    return sp.diff(cap * sp.tanh(s / cap), s)
+    """``d/dz c tanh(z / c)``, by SymPy: ``1 - tanh(z / c)^2``, the factor on ``dS`` with a cap.
+
+    ``z`` is the scaled score the cap receives."""
+    z = sp.Symbol("z", real=True)
+    return sp.diff(cap * sp.tanh(z / cap), z)
 
 
 def attention_gradients(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
