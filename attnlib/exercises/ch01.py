@@ -5,13 +5,14 @@ import torch
 from ..attention import attention_weights, scaled_dot_product_attention
 from . import as_array, as_parts, as_shape, checker, compare
 
-# The worked example of Chapter 1; query rows 2 and 3 are the chapter's own choice.
+# The worked example of Chapter 1; query rows 1 and 2 are the chapter's own choice (rows count from 0).
 _EXAMPLE_Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
 _EXAMPLE_K = torch.tensor([[1.0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.float64)
 _EXAMPLE_V = torch.tensor([[1.0, 0], [0, 1], [1, 1]], dtype=torch.float64)
 
 
-@checker("ex-01-row-two", "a pair (weights, output): query 2's three weights and its 2-vector output")
+@checker("ex-01-row-two", "a pair (weights, output): query 1's (the second query's) three weights and its 2-vector "
+         "output")
 def _row_two(answer):
     weights, output = answer
     expected_weights = attention_weights(_EXAMPLE_Q, _EXAMPLE_K)[1].numpy()
@@ -23,7 +24,7 @@ def _row_two(answer):
     return ok_o, msg_w + " " + msg_o
 
 
-@checker("ex-01-shift-scale", "a pair (small, large): row 1's weights for factors c -> 0 and c -> infinity")
+@checker("ex-01-shift-scale", "a pair (small, large): row 0's weights for factors c -> 0 and c -> infinity")
 def _shift_scale(answer):
     small, large = (as_array(x, name, (3,)) for x, name in as_parts(answer, ("small", "large")))
     ok_s, msg_s = compare("the c -> 0 limit", small, np.full(3, 1 / 3), 1e-3)
