@@ -22,7 +22,7 @@ scores = np.where(np.tril(np.ones((3, 3), dtype=bool)), (Q @ K.T).numpy() / 2, -
 exps = np.exp(scores - scores.max(axis=1, keepdims=True))
 answer = exps / exps.sum(axis=1, keepdims=True)""",
     "ex-02-cross-correlation": """\
-# Isserlis for the jointly Gaussian q_a and k_a = rho q_a + sqrt(1 - rho^2) z_a (unit variances,
+# Isserlis for the jointly Gaussian q_a and k_a = rho q_a + sqrt(1 - rho^2) xi_a (unit variances,
 # correlation rho): E[q_a^2 k_a^2] = 1 + 2 rho^2, and the d terms q_a k_a are independent
 rho = sp.Symbol("rho")
 answer = (variance.d * rho, variance.d * (1 + 2 * rho**2 - rho**2))""",

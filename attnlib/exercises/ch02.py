@@ -82,13 +82,13 @@ def _correlation_budget(answer):
 
 
 @checker("ex-02-cross-correlation",
-         "a pair (mean, variance) of q . k for Gaussian q and k = rho q + sqrt(1 - rho^2) z: SymPy expressions "
-         "in d and rho")
+         "a pair (mean, variance) of q . k for Gaussian coordinates and a key correlated rho with its query: "
+         "SymPy expressions in d and rho")
 def _cross_correlation(answer):
     rho = sp.Symbol("rho")
     mean, var = (as_expression(x, name, (d, rho)) for x, name in as_parts(answer, ("mean", "variance")))
-    # one term q_a k_a = rho q_a^2 + sqrt(1 - rho^2) q_a z_a, its two parts uncorrelated:
-    # mean rho; variance rho^2 Var(q_a^2) + (1 - rho^2) Var(q_a z_a), with Var(q_a^2) = E[q_a^4] - 1 = 2
+    # one term q_a k_a = rho q_a^2 + sqrt(1 - rho^2) q_a xi_a, its two parts uncorrelated:
+    # mean rho; variance rho^2 Var(q_a^2) + (1 - rho^2) Var(q_a xi_a), with Var(q_a^2) = E[q_a^4] - 1 = 2
     expected_mean = d * rho
     expected_var = d * (rho**2 * (3 - 1) + (1 - rho**2))
     if not same(mean, expected_mean):
@@ -110,4 +110,4 @@ def _cross_correlation(answer):
         return False, ("the mean matches; the variance is off. Hint: recheck Var(q_a^2), which is E[q_a^4] "
                        "minus the square of E[q_a^2], and the factor that the second part carries.")
     return False, ("the mean matches; the variance is off. Hint: find Var(rho q_a^2), "
-                   "Var(sqrt(1 - rho^2) q_a z_a) and the covariance of the two parts.")
+                   "Var(sqrt(1 - rho^2) q_a xi_a) and the covariance of the two parts.")
