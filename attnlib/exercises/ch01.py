@@ -52,3 +52,24 @@ def _value_width(answer):
     if output_shape != (3, 5):
         return False, f"the output has shape {output_shape}; it has one row per query and the values' width."
     return True, "Only step 4 sees the values, so only the output has their width."
+
+
+@checker("ex-01-permutation",
+         "the 3 x 2 causal output of the worked example's tokens reordered by (2, 0, 1), rows in the new order")
+def _permutation(answer):
+    order = [2, 0, 1]
+    queries, keys, values = (x[order] for x in (_EXAMPLE_Q, _EXAMPLE_K, _EXAMPLE_V))
+    expected = scaled_dot_product_attention(queries, keys, values, is_causal=True).numpy()
+    got = as_array(answer, "answer", (3, 2))
+    passed, message = compare("the output", got, expected, 5e-3)
+    if passed:
+        return True, message + " No token keeps its output: each now sees other keys."
+    original = scaled_dot_product_attention(_EXAMPLE_Q, _EXAMPLE_K, _EXAMPLE_V, is_causal=True).numpy()
+    if np.allclose(got, original[order], atol=5e-3):
+        return False, (message + " That is the original causal output, reordered: apply the mask to the "
+                       "reordered tokens, so that query i of the new order sees keys j <= i of the new order.")
+    if np.allclose(got, scaled_dot_product_attention(queries, keys, values).numpy(), atol=5e-3):
+        return False, message + " The causal mask is missing."
+    if np.allclose(got, original, atol=5e-3):
+        return False, message + " Reorder the queries, keys and values first."
+    return False, message + " Hint: the new token 0 is the old token 2, and it may see only itself."
