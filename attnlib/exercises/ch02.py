@@ -82,8 +82,8 @@ def _correlation_budget(answer):
 
 
 @checker("ex-02-cross-correlation",
-         "a pair (mean, variance) of q . k for Gaussian coordinates and a key correlated rho with its query: "
-         "SymPy expressions in d and rho")
+         "a pair (mean, variance) of q . k for Gaussian coordinates and a key correlated with its query: "
+         "SymPy expressions in `d` and `rho`")
 def _cross_correlation(answer):
     rho = sp.Symbol("rho")
     mean, var = (as_expression(x, name, (d, rho)) for x, name in as_parts(answer, ("mean", "variance")))
