@@ -45,7 +45,7 @@ def _row_two(p):
     scores = WORKED_Q @ WORKED_K.T / 2  # sqrt(d) = 2
     weights = np.exp(scores - scores.max(axis=1, keepdims=True))
     weights /= weights.sum(axis=1, keepdims=True)
-    return weights[p["row"] - 1], weights[p["row"] - 1] @ (p["factor"] * WORKED_V)
+    return weights[p["row"]], weights[p["row"]] @ (p["factor"] * WORKED_V)
 
 
 def _largest_fitting(budget, per_n_squared):
@@ -171,16 +171,16 @@ def _temperatures(rng):
 
 TASKS = [
     # the worked example has three queries only: scaling its values gives more than two courses
-    Task("ex-01-row-two", draw=lambda rng: {"row": rng.choice([1, 2, 3]), "factor": rng.randint(2, 9)},
-         check=lambda p: _assert(p["row"] in (1, 2, 3) and p["factor"] >= 1, "a query of three, a positive factor"),
+    Task("ex-01-row-two", draw=lambda rng: {"row": rng.choice([0, 1, 2]), "factor": rng.randint(2, 9)},
+         check=lambda p: _assert(p["row"] in (0, 1, 2) and p["factor"] >= 1, "a query of three, a positive factor"),
          second=_row_two,
-         book={"row": 2, "factor": 1}, rtol=FLOAT32,
-         numbers="Answer for query {row} of the worked example instead of query 2, with the values V multiplied "
-                 "by {factor}.",
+         book={"row": 1, "factor": 1}, rtol=FLOAT32,
+         numbers="Answer for query {row} of the worked example (queries count from 0) instead of query 1, with "
+                 "the values V multiplied by {factor}.",
          prompt="a pair (weights, output): query {row}'s three weights and its 2-vector output, values {factor} V",
          solution="""\
-answer = (attnlib.attention_weights(Q, K)[{row} - 1],
-          attnlib.scaled_dot_product_attention(Q, K, {factor} * V)[{row} - 1])"""),
+answer = (attnlib.attention_weights(Q, K)[{row}],
+          attnlib.scaled_dot_product_attention(Q, K, {factor} * V)[{row}])"""),
     Task("ex-01-value-width", draw=lambda rng: {"width": rng.randint(2, 64)},
          check=lambda p: _assert(p["width"] >= 1, "a positive width"),
          second=lambda p: ((3, 3), (3, p["width"])),

@@ -21,6 +21,17 @@ answer = (torch.softmax(1e-6 * row, dim=-1), torch.softmax(1e3 * row, dim=-1))""
 scores = np.where(np.tril(np.ones((3, 3), dtype=bool)), (Q @ K.T).numpy() / 2, -np.inf)
 exps = np.exp(scores - scores.max(axis=1, keepdims=True))
 answer = exps / exps.sum(axis=1, keepdims=True)""",
+    "ex-01-permutation": """\
+order = [2, 0, 1]
+q, k, v = (x[order].numpy() for x in (Q, K, V))
+scores = np.where(np.tril(np.ones((3, 3), dtype=bool)), q @ k.T / 2, -np.inf)
+exps = np.exp(scores - scores.max(axis=1, keepdims=True))
+answer = (exps / exps.sum(axis=1, keepdims=True)) @ v""",
+    "ex-02-cross-correlation": """\
+# Isserlis for the jointly Gaussian q_a and k_a = rho q_a + sqrt(1 - rho^2) xi_a (unit variances,
+# correlation rho): E[q_a^2 k_a^2] = 1 + 2 rho^2, and the d terms q_a k_a are independent
+rho = sp.Symbol("rho")
+answer = (variance.d * rho, variance.d * (1 + 2 * rho**2 - rho**2))""",
     "ex-03-heavier-tails": """\
 def draw_t3(rng, rows):
     pair = rng.standard_t(3, size=(rows, 2, 16)) / math.sqrt(3)

@@ -60,6 +60,27 @@ def test_value_width_shapes():
     assert not exercises.check("ex-01-value-width", ((3, 3), (3, 2)))
 
 
+def causal_output(q, k, v):
+    scores = np.where(np.tril(np.ones((3, 3), dtype=bool)), q @ k.T / 2, -np.inf)
+    return softmax(scores) @ v
+
+
+def test_permutation_accepts_the_reordered_causal_output():
+    order = [2, 0, 1]
+    assert exercises.check("ex-01-permutation", causal_output(Q[order], K[order], V[order]))
+    # by hand: the old token 2 sees itself only, the old token 0 sees scores 2 and 1 (scaled 1, 0.5)
+    first = 1 / (1 + np.exp(-0.5))
+    assert exercises.check("ex-01-permutation", [[1, 1], [1, first], [0.616, 0.616]])
+
+
+def test_permutation_says_the_mask_moves_with_the_tokens():
+    order = [2, 0, 1]
+    feedback = exercises.check("ex-01-permutation", causal_output(Q, K, V)[order])
+    assert not feedback and "original causal output, reordered" in feedback.message
+    feedback = exercises.check("ex-01-permutation", softmax(Q[order] @ K[order].T / 2) @ V[order])
+    assert not feedback and "mask is missing" in feedback.message
+
+
 @pytest.mark.parametrize("label", sorted(exercises.CHECKERS))
 @pytest.mark.parametrize("junk", [..., None, -7, "x", [1, 2]], ids=["ellipsis", "none", "int", "str", "list"])
 def test_every_checker_turns_junk_into_feedback(label, junk):

@@ -93,3 +93,47 @@ def test_as_expression_names_the_unknown_symbols():
 def test_as_expression_rejects_what_is_not_an_expression():
     with pytest.raises(ValueError, match="answer should be one SymPy expression or number, got"):
         as_expression(object(), "answer", (d,))
+
+
+rho = sp.Symbol("rho", real=True)  # a student's rho may carry assumptions: matched by name
+
+
+def cross_correlated_moments():
+    # Isserlis for jointly Gaussian q_a, k_a with unit variances and correlation rho:
+    # E[q_a^2 k_a^2] = E[q_a^2] E[k_a^2] + 2 E[q_a k_a]^2 = 1 + 2 rho^2, so Var(q_a k_a) = 1 + rho^2
+    return d * rho, d * (1 + 2 * rho**2 - rho**2)
+
+
+def test_cross_correlation_accepts_the_moments_in_any_form():
+    mean, var = cross_correlated_moments()
+    assert exercises.check("ex-02-cross-correlation", (mean, var))
+    assert exercises.check("ex-02-cross-correlation", (sp.Symbol("d") * sp.Symbol("rho"),
+                                                       sp.Symbol("d") + sp.Symbol("d") * sp.Symbol("rho") ** 2))
+
+
+def test_cross_correlation_points_at_the_dependence_for_a_zero_mean():
+    feedback = exercises.check("ex-02-cross-correlation", (0, d))
+    assert not feedback and "no longer independent" in feedback.message
+
+
+def test_cross_correlation_names_the_missing_variance_of_the_square():
+    mean, _ = cross_correlated_moments()
+    feedback = exercises.check("ex-02-cross-correlation", (mean, d))
+    assert not feedback and "rho q_a^2 varies too" in feedback.message
+
+
+def test_cross_correlation_points_at_the_fourth_moment():
+    mean, _ = cross_correlated_moments()
+    feedback = exercises.check("ex-02-cross-correlation", (mean, d * (1 + 2 * rho**2)))
+    assert not feedback and "E[q_a^4]" in feedback.message and "2*rho" not in feedback.message
+
+
+def test_cross_correlation_wants_the_variance_to_grow_with_d():
+    mean, _ = cross_correlated_moments()
+    feedback = exercises.check("ex-02-cross-correlation", (mean, 1 + rho**2))
+    assert not feedback and "grow with the width" in feedback.message
+
+
+def test_cross_correlation_names_an_unknown_symbol():
+    feedback = exercises.check("ex-02-cross-correlation", (d * sp.Symbol("r"), d))
+    assert not feedback and "['d', 'rho']" in feedback.message

@@ -118,7 +118,7 @@ def test_unequal_variances():
     assert same(v.two_level_profile_variance(delta), d * (1 + delta**2))
     assert same(v.two_level_profile_variance(delta, aligned=False), d * (1 - delta**2))
     sq, sk = sp.IndexedBase("sigma_q"), sp.IndexedBase("sigma_k")
-    assert v.anisotropic_score_variance() == sp.Sum(sq[v.i] ** 2 * sk[v.i] ** 2, (v.i, 1, d))
+    assert v.anisotropic_score_variance() == sp.Sum(sq[v.a] ** 2 * sk[v.a] ** 2, (v.a, 0, d - 1))
 
 
 def test_fourth_central_moment_standard_case():

@@ -19,7 +19,7 @@ def _unequal_scales(answer):
         return True, "Only the product sigma_q * sigma_k enters when the means are zero."
     if not got.free_symbols:
         return False, f"you have the number {got}; the variance grows with the width, so write it in terms of d."
-    return False, (f"you have {got}. Write the variance of one product q_i k_i with zero means, then add up "
+    return False, (f"you have {got}. Write the variance of one product q_a k_a with zero means, then add up "
                    "the d coordinates: recheck how the two standard deviations combine.")
 
 
@@ -53,7 +53,7 @@ def _bernoulli(answer):
     symbolic = bool(mean.free_symbols or var.free_symbols)
     where = "as a function of d" if symbolic else "at d = 3"
     if not (same(mean, expected_mean) if symbolic else np.isclose(_read_value_at(mean, 3), float(expected_mean.subs(d, 3)))):
-        return False, f"the mean {mean} is off {where}. Hint: start from the mean of one product q_i k_i of independent coordinates."
+        return False, f"the mean {mean} is off {where}. Hint: start from the mean of one product q_a k_a of independent coordinates."
     if not (same(var, expected_var) if symbolic else np.isclose(_read_value_at(var, 3), float(expected_var.subs(d, 3)))):
         hint = ("non-zero means add mu_q^2 sigma_k^2 + mu_k^2 sigma_q^2 per coordinate"
                 if np.isclose(_read_value_at(var, 3), 3 / 16) else "use the variance of eq-score-moments with mu = sigma = 1/2")
@@ -79,3 +79,35 @@ def _correlation_budget(answer):
         return False, message + " Both vectors carry rho, so the extra term holds rho squared."
     return False, message + (" Write the scaled variance with correlated coordinates as the chapter derives it, "
                              "set it equal to 2 and solve for rho.")
+
+
+@checker("ex-02-cross-correlation",
+         "a pair (mean, variance) of q . k for Gaussian coordinates and a key correlated with its query: "
+         "SymPy expressions in `d` and `rho`")
+def _cross_correlation(answer):
+    rho = sp.Symbol("rho")
+    mean, var = (as_expression(x, name, (d, rho)) for x, name in as_parts(answer, ("mean", "variance")))
+    # one term q_a k_a = rho q_a^2 + sqrt(1 - rho^2) q_a xi_a, its two parts uncorrelated:
+    # mean rho; variance rho^2 Var(q_a^2) + (1 - rho^2) Var(q_a xi_a), with Var(q_a^2) = E[q_a^4] - 1 = 2
+    expected_mean = d * rho
+    expected_var = d * (rho**2 * (3 - 1) + (1 - rho**2))
+    if not same(mean, expected_mean):
+        if same(mean, 0):
+            return False, ("the mean is off: q and k are no longer independent, and the part rho q_a^2 "
+                           "of one term has a mean of its own.")
+        if not mean.has(d):
+            return False, "the mean is off: it should grow with the width; add up the d terms."
+        return False, "the mean is off. Hint: split k_a into its two parts and take the mean of each product."
+    if same(var, expected_var):
+        return True, ("mean and variance both match. After dividing by sqrt(d) the variance stays bounded, "
+                      "the mean does not.")
+    if not var.has(d):
+        return False, "the mean matches; the variance should grow with the width: the d terms' variances add."
+    if same(var, d) or same(var, d * (1 - rho**2)):
+        return False, ("the mean matches; the variance misses a part: rho q_a^2 varies too, it is not "
+                       "a constant.")
+    if same(var, d * (1 + 2 * rho**2)):
+        return False, ("the mean matches; the variance is off. Hint: recheck Var(q_a^2), which is E[q_a^4] "
+                       "minus the square of E[q_a^2], and the factor that the second part carries.")
+    return False, ("the mean matches; the variance is off. Hint: find Var(rho q_a^2), "
+                   "Var(sqrt(1 - rho^2) q_a xi_a) and the covariance of the two parts.")

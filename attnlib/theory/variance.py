@@ -3,7 +3,9 @@
 The model (Chapter 2): ``q, k`` in R^d, the coordinates of each vector
 independent, ``q`` independent of ``k``; the score is
 
-    s = q . k = sum_{i=1}^{d} q_i k_i.
+    s = q . k = sum_{a=0}^{d-1} q_a k_a.
+
+Coordinates are indexed by ``a`` from 0, as in the book's notation.
 
 Two rules do all the work, and both are SymPy manipulations here, not typed-in
 results:
@@ -36,15 +38,16 @@ from sympy.stats.rv import RandomSymbol
 
 #: The dimension d of q and k (d_k in attention), kept symbolic.
 d = sp.Symbol("d", integer=True, positive=True)
-#: Summation indices over coordinates.
-i, m = sp.symbols("i m", integer=True, positive=True)
+#: Summation index over coordinates (from 0), and over the input of a projection (Chapter 3).
+a = sp.Symbol("a", integer=True, nonnegative=True)
+m = sp.Symbol("m", integer=True, positive=True)
 #: Means and standard deviations of one coordinate of q and of k.
 mu_q, mu_k = sp.symbols("mu_q mu_k", real=True)
 sigma_q, sigma_k = sp.symbols("sigma_q sigma_k", positive=True)
 #: Correlation between two different coordinates of q (of k).
 rho_q, rho_k = sp.symbols("rho_q rho_k", real=True)
-#: The exponent in the scale 1/d**a.
-a = sp.Symbol("a", real=True)
+#: The exponent in the scale 1/d**lam (lambda: ``a`` is the coordinate index).
+lam = sp.Symbol("lambda", real=True)
 #: Width of the layer input and weight variance of the projections (Chapter 3).
 d_model = sp.Symbol("d_model", integer=True, positive=True)
 d_k = sp.Symbol("d_k", integer=True, positive=True)
@@ -137,7 +140,7 @@ def random_coordinate(name: str) -> RandomSymbol:
     return RandomSymbol(sp.Symbol(name, real=True))
 
 
-q, k = random_coordinate("q_i"), random_coordinate("k_i")
+q, k = random_coordinate("q_a"), random_coordinate("k_a")
 
 
 def apply_independence(expr: sp.Expr, dependent: tuple[frozenset, ...] = ()) -> sp.Expr:
@@ -178,7 +181,7 @@ def _moments_of_q_and_k() -> dict:
 
 @functools.lru_cache(maxsize=None)
 def derive_product_mean() -> tuple[Step, ...]:
-    """E[q_i k_i] = E[q_i] E[k_i] = mu_q mu_k."""
+    """E[q_a k_a] = E[q_a] E[k_a] = mu_q mu_k."""
     lhs = Expectation(q * k)
     factored = apply_independence(lhs)
     return (
@@ -189,7 +192,7 @@ def derive_product_mean() -> tuple[Step, ...]:
 
 @functools.lru_cache(maxsize=None)
 def derive_product_variance() -> tuple[Step, ...]:
-    """Var(q_i k_i) = sigma_q^2 sigma_k^2 + mu_q^2 sigma_k^2 + mu_k^2 sigma_q^2."""
+    """Var(q_a k_a) = sigma_q^2 sigma_k^2 + mu_q^2 sigma_k^2 + mu_k^2 sigma_q^2."""
     lhs = Variance(q * k)
     definition = lhs.rewrite(Expectation)
     factored = apply_independence(definition)
@@ -203,8 +206,8 @@ def derive_product_variance() -> tuple[Step, ...]:
 
 @functools.lru_cache(maxsize=None)
 def derive_covariance_of_terms() -> tuple[Step, ...]:
-    """Cov(q_1 k_1, q_2 k_2) = 0: two terms of the sum share no coordinate."""
-    q1, k1, q2, k2 = (random_coordinate(n) for n in ("q_1", "k_1", "q_2", "k_2"))
+    """Cov(q_0 k_0, q_1 k_1) = 0: two terms of the sum share no coordinate."""
+    q1, k1, q2, k2 = (random_coordinate(n) for n in ("q_0", "k_0", "q_1", "k_1"))
     lhs = Covariance(q1 * k1, q2 * k2)
     definition = lhs.rewrite(Expectation)
     return (
@@ -215,9 +218,9 @@ def derive_covariance_of_terms() -> tuple[Step, ...]:
 
 
 def derive_variances_add(n_terms: int = 3) -> tuple[Step, ...]:
-    """Var(X_1 + ... + X_n) = Var(X_1) + ... + Var(X_n) for the terms X_j = q_j k_j."""
-    qs = [random_coordinate(f"q_{j}") for j in range(1, n_terms + 1)]
-    ks = [random_coordinate(f"k_{j}") for j in range(1, n_terms + 1)]
+    """Var(X_0 + ... + X_{n-1}) = Var(X_0) + ... + Var(X_{n-1}) for the terms X_a = q_a k_a."""
+    qs = [random_coordinate(f"q_{a}") for a in range(n_terms)]
+    ks = [random_coordinate(f"k_{a}") for a in range(n_terms)]
     lhs = Variance(sp.Add(*(qj * kj for qj, kj in zip(qs, ks))))
     expanded = lhs.expand()
 
@@ -236,23 +239,23 @@ def derive_score_moments() -> tuple[tuple[Step, ...], tuple[Step, ...]]:
     """E[s] = d mu_q mu_k and Var(s) = d Var(q_i k_i) for symbolic d.
 
     Returns ``(mean_steps, variance_steps)``. The sums are SymPy ``Sum`` objects
-    over i = 1..d whose terms are identical, so ``doit`` multiplies by d.
+    over a = 0..d-1 whose terms are identical, so ``doit`` multiplies by d.
     """
     s = random_coordinate("s")
     mean_term = derive_product_mean()[-1].equation.rhs
     variance_term = derive_product_variance()[-1].equation.rhs
-    mean_sum = sp.Sum(Expectation(q * k), (i, 1, d))
-    variance_sum = sp.Sum(Variance(q * k), (i, 1, d))
+    mean_sum = sp.Sum(Expectation(q * k), (a, 0, d - 1))
+    variance_sum = sp.Sum(Variance(q * k), (a, 0, d - 1))
     mean_steps = (
         Step("linearity of expectation over the d terms", _eq(Expectation(s), mean_sum)),
         Step("each term from the product rule", _eq(Expectation(s), mean_sum.subs(Expectation(q * k), mean_term))),
-        Step("d identical terms", _eq(Expectation(s), sp.Sum(mean_term, (i, 1, d)).doit())),
+        Step("d identical terms", _eq(Expectation(s), sp.Sum(mean_term, (a, 0, d - 1)).doit())),
     )
     variance_steps = (
         Step("the d terms are independent, so their variances add", _eq(Variance(s), variance_sum)),
         Step("each term from the product rule",
              _eq(Variance(s), variance_sum.subs(Variance(q * k), variance_term))),
-        Step("d identical terms", _eq(Variance(s), sp.factor(sp.Sum(variance_term, (i, 1, d)).doit()))),
+        Step("d identical terms", _eq(Variance(s), sp.factor(sp.Sum(variance_term, (a, 0, d - 1)).doit()))),
     )
     return mean_steps, variance_steps
 
@@ -296,9 +299,9 @@ def coordinate_moment(distribution: str, order: int) -> sp.Expr:
 
 
 def product_moments_by_sympy_stats(distribution: str) -> dict[str, sp.Expr]:
-    """E[q_i k_i] and Var(q_i k_i) computed directly by sympy.stats, with no rule of ours.
+    """E[q_a k_a] and Var(q_a k_a) computed directly by sympy.stats, with no rule of ours.
 
-    q_i and k_i are two independent variables of the named distribution
+    q_a and k_a are two independent variables of the named distribution
     (gaussian, rademacher or uniform; sympy.stats cannot integrate the
     Student-t product this way).
     """
@@ -360,23 +363,23 @@ def derive_scaled_variance(divisor: sp.Expr) -> tuple[Step, ...]:
 
 
 def scaling_exponent() -> list[sp.Expr]:
-    """The exponents a for which Var(q.k / d^a) does not change with d: solves d/dd Var = 0."""
-    variance = derive_scaled_variance(d**a)[-1].equation.rhs
-    return sp.solve(sp.Eq(sp.diff(variance, d), 0), a)
+    """The exponents lambda for which Var(q.k / d^lambda) does not change with d: solves d/dd Var = 0."""
+    variance = derive_scaled_variance(d**lam)[-1].equation.rhs
+    return sp.solve(sp.Eq(sp.diff(variance, d), 0), lam)
 
 
 @functools.lru_cache(maxsize=None)
 def derive_correlated_score_variance() -> tuple[Step, ...]:
     """Var(q.k) when coordinates within q (within k) have correlation rho_q (rho_k).
 
-    Var(s) = sum_i sum_j Cov(q_i k_i, q_j k_j): d diagonal terms plus d(d-1)
-    off-diagonal ones, where q_i, q_j are no longer independent.
+    Var(s) = sum_a sum_b Cov(q_a k_a, q_b k_b): d diagonal terms plus d(d-1)
+    off-diagonal ones, where q_a, q_b are no longer independent.
     """
-    qj, kj = random_coordinate("q_j"), random_coordinate("k_j")
+    qj, kj = random_coordinate("q_b"), random_coordinate("k_b")
     off_diagonal = Covariance(q * k, qj * kj)
     definition = off_diagonal.rewrite(Expectation)
     factored = apply_independence(definition, dependent=(frozenset({q, qj}), frozenset({k, kj})))
-    # Corr(q_i, q_j) = rho_q means E[q_i q_j] = rho_q sigma_q^2 + mu_q^2.
+    # Corr(q_a, q_b) = rho_q means E[q_a q_b] = rho_q sigma_q^2 + mu_q^2.
     moments = {**_moments_of_q_and_k(), **second_moment(qj, mu_q, sigma_q), **second_moment(kj, mu_k, sigma_k)}
     pairs = {Expectation(q * qj): rho_q * sigma_q**2 + mu_q**2, Expectation(k * kj): rho_k * sigma_k**2 + mu_k**2}
     covariance = sp.expand(factored.subs(pairs).subs(moments))
@@ -396,10 +399,10 @@ def derive_correlated_score_variance() -> tuple[Step, ...]:
 
 
 def anisotropic_score_variance() -> sp.Expr:
-    """Var(q.k) = sum_i sigma_{q,i}^2 sigma_{k,i}^2 for zero-mean coordinates of unequal variances."""
+    """Var(q.k) = sum_a sigma_{q,a}^2 sigma_{k,a}^2 for zero-mean coordinates of unequal variances."""
     sq, sk = sp.IndexedBase("sigma_q"), sp.IndexedBase("sigma_k")
-    term = derive_product_variance()[-1].equation.rhs.subs({mu_q: 0, mu_k: 0, sigma_q: sq[i], sigma_k: sk[i]})
-    return sp.Sum(term, (i, 1, d))
+    term = derive_product_variance()[-1].equation.rhs.subs({mu_q: 0, mu_k: 0, sigma_q: sq[a], sigma_k: sk[a]})
+    return sp.Sum(term, (a, 0, d - 1))
 
 
 def two_level_profile_variance(delta: sp.Expr, aligned: bool = True) -> sp.Expr:
@@ -412,18 +415,18 @@ def two_level_profile_variance(delta: sp.Expr, aligned: bool = True) -> sp.Expr:
     summand = anisotropic_score_variance().function
     half = d / 2
     high, low = sp.sqrt(1 + delta), sp.sqrt(1 - delta)
-    first = summand.subs({sq[i]: high, sk[i]: high if aligned else low})
-    second = summand.subs({sq[i]: low, sk[i]: low if aligned else high})
-    return sp.factor(sp.Sum(first, (i, 1, half)).doit() + sp.Sum(second, (i, half + 1, d)).doit())
+    first = summand.subs({sq[a]: high, sk[a]: high if aligned else low})
+    second = summand.subs({sq[a]: low, sk[a]: low if aligned else high})
+    return sp.factor(sp.Sum(first, (a, 0, half - 1)).doit() + sp.Sum(second, (a, half, d - 1)).doit())
 
 
 @functools.lru_cache(maxsize=None)
 def derive_score_fourth_central_moment() -> tuple[Step, ...]:
     """E[(s - E s)^4] for s = q.k, general coordinate moments, symbolic d.
 
-    One term X = q_i k_i has raw moments E[X^n] = E[q^n] E[k^n]
+    One term X = q_a k_a has raw moments E[X^n] = E[q^n] E[k^n]
     (independence). Cumulants of independent terms add (the characteristic
-    function factorises), so the cumulants of s are d times those of X. The
+    function factorises near t = 0), so the cumulants of s are d times those of X. The
     bookkeeping uses formal power series in t built from the first four
     moments, the moment generating function truncated at t^4; the series
     stands for the cumulants only and need not converge (for Student-t
