@@ -372,14 +372,14 @@ def scaling_exponent() -> list[sp.Expr]:
 def derive_correlated_score_variance() -> tuple[Step, ...]:
     """Var(q.k) when coordinates within q (within k) have correlation rho_q (rho_k).
 
-    Var(s) = sum_a sum_b Cov(q_a k_a, q_b k_b): d diagonal terms plus d(d-1)
-    off-diagonal ones, where q_a, q_b are no longer independent.
+    Var(s) = sum_a sum_a' Cov(q_a k_a, q_a' k_a'): d diagonal terms plus d(d-1)
+    off-diagonal ones, where q_a, q_a' are no longer independent.
     """
-    qj, kj = random_coordinate("q_b"), random_coordinate("k_b")
+    qj, kj = random_coordinate("q_a'"), random_coordinate("k_a'")
     off_diagonal = Covariance(q * k, qj * kj)
     definition = off_diagonal.rewrite(Expectation)
     factored = apply_independence(definition, dependent=(frozenset({q, qj}), frozenset({k, kj})))
-    # Corr(q_a, q_b) = rho_q means E[q_a q_b] = rho_q sigma_q^2 + mu_q^2.
+    # Corr(q_a, q_a') = rho_q means E[q_a q_a'] = rho_q sigma_q^2 + mu_q^2.
     moments = {**_moments_of_q_and_k(), **second_moment(qj, mu_q, sigma_q), **second_moment(kj, mu_k, sigma_k)}
     pairs = {Expectation(q * qj): rho_q * sigma_q**2 + mu_q**2, Expectation(k * kj): rho_k * sigma_k**2 + mu_k**2}
     covariance = sp.expand(factored.subs(pairs).subs(moments))
