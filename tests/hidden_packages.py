@@ -58,7 +58,7 @@ def nbval_without(names, pages, tag, tmp_path) -> tuple[str, list[dict]]:
     run = subprocess.run(
         [sys.executable, "-c", hiding(names) + RECORDER + "import pytest\n"
          f"sys.exit(pytest.main(sys.argv[1:], plugins=[TaggedCellRecorder({tag!r}, {str(recorded)!r})]))",
-         *map(str, pages), "-p", "no:cacheprovider", "-n", "0", "-q", "-rs", "--nbval"],
+         *map(str, pages), "-p", "no:cacheprovider", "-n", "0", "-q", "-rs", "--nbval", "--no-solutions"],
         cwd=book_pages.ROOT, env=environment_without(names, tmp_path), capture_output=True, text=True,
         timeout=600)
     summary = run.stdout[-3000:] + run.stderr[-2000:]
