@@ -1,5 +1,4 @@
 """The book builds with warnings as errors, and the HTML has what a reader needs."""
-import concurrent.futures
 import functools
 import html as html_module
 import http.server
@@ -506,16 +505,10 @@ def render(page: pathlib.Path, width: int, profiles: pathlib.Path) -> tuple[str,
 
 @pytest.fixture(scope="module")
 def rendered(html, tmp_path_factory) -> dict:
-    """(page name, width) -> (DOM, layout report), for every page of the book at both widths.
-
-    Two renders at a time: a render used about 1.1 CPU-s of the 1.9 s each took one after another
-    (a fresh clone's run), waiting the rest on Chromium's own processes. Each has its own profile
-    and probe files."""
+    """(page name, width) -> (DOM, layout report), for every page of the book at both widths."""
     profiles = tmp_path_factory.mktemp("chromium-profiles")
-    views = [(name, width) for name in ["intro", *toc_files()] for width in (DESKTOP, PHONE)]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        reports = pool.map(lambda view: render(html / f"{view[0]}.html", view[1], profiles), views)
-        return dict(zip(views, reports))
+    return {(name, width): render(html / f"{name}.html", width, profiles)
+            for name in ["intro", *toc_files()] for width in (DESKTOP, PHONE)}
 
 
 def describe(items: list[dict], column: int | None = None) -> str:
