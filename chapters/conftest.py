@@ -22,8 +22,9 @@ import nbformat
 import nbval.plugin
 import pytest
 
+# tests/solution_cells.py (the solutions' code blocks), imported where solutions are collected: a
+# copy of this file run elsewhere (tests/test_jupyter_edition.py) passes --no-solutions
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-import solution_cells  # noqa: E402  (tests/solution_cells.py: the solutions' code blocks)
 
 TRITON_TAG = "needs-triton"
 TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
@@ -74,6 +75,7 @@ class SolutionCell(nbval.plugin.IPyNbCell):
     must not answer "not yet"."""
 
     def runtest(self):
+        import solution_cells
         if not TRITON_INSTALLED and solution_cells.RUNS_TRITON.search(self.cell.source):
             pytest.skip(f"it runs Triton's kernel; {_why_triton_is_missing()}")
         super().runtest()  # no stored output: nbval only runs it
@@ -92,6 +94,7 @@ def collect_cells_then_solutions(self):
     yield from _collect_cells(self)
     if self.config.getoption("no_solutions", False):
         return
+    import solution_cells
     blocks = solution_cells.solution_blocks(self.nb)
     for number, (name, (_, code)) in enumerate(zip(solution_cells.item_names(blocks), blocks)):
         yield SolutionCell.from_parent(self, name=name, cell_num=len(self.nb.cells) + number,
