@@ -35,3 +35,34 @@ def book_html(tmp_path_factory) -> pathlib.Path:
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     return out / "_build" / "html"
+
+
+# pytest-xdist hands each file (--dist loadfile) to the next free worker in collection order
+# (--no-loadscope-reorder: not its default, most tests first, which left the few-test files that
+# run longest to the end, one worker busy while the other waited). The files that take longest in
+# a fresh clone's `make test --durations` go first, so that the last files to run are short.
+LONGEST_FIRST = [
+    "tests/test_assignments.py",   # otter grades every chapter, under six seeds
+    "tests/test_book.py",          # every page in Chromium at two widths (~120 s)
+    "tests/test_book_pdf.py",      # the one-page build printed by Chromium (~80 s)
+    "tests/test_gpu_session.py",   # the GPU session rehearsed, a step run to its limit (~65 s)
+    "tests/test_without_triton.py",
+    "chapters/14_4_sinks_and_caches.ipynb",
+    "chapters/10_2_training.ipynb",
+    "tests/test_resolution.py",    # uv resolves every requirement file against PyPI
+    "tests/test_jupyter_edition.py",
+    "chapters/14_5_summary_and_exercises.ipynb",
+    "chapters/12_scale_in_real_models.ipynb",
+    "tests/test_without_checkpoints.py",
+    "tests/test_interactive_figures.py",
+    "chapters/08_online_softmax.ipynb",
+    "chapters/03_variance_monte_carlo.ipynb",
+    "tests/test_fused_compile.py",
+    "tests/test_checkpoints.py",
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the files of LONGEST_FIRST first, in its order; the others after, as collected."""
+    rank = {config.rootpath / name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))

@@ -10,10 +10,26 @@ import re
 import subprocess
 import sys
 
-import nbformat
-from nbclient import NotebookClient
-
 import book_pages
+
+# In the pytest process that runs the pages: after each cell tagged TAG has run, what it
+# printed and displayed (nbval keeps what the cell output, compared or not) goes to OUTPUTS.
+RECORDER = """
+import json, pathlib
+
+class TaggedCellRecorder:
+    def __init__(self, tag, path):
+        self.tag, self.path, self.cells = tag, path, []
+
+    def pytest_runtest_teardown(self, item):
+        cell = getattr(item, "cell", None)
+        if cell is not None and self.tag in cell.metadata.get("tags", []):
+            self.cells.append({"where": f"{pathlib.Path(str(item.fspath)).name} cell {cell.get('id')}",
+                               "source": cell.source, "outputs": item.test_outputs or []})
+
+    def pytest_sessionfinish(self):
+        pathlib.Path(self.path).write_text(json.dumps(self.cells))
+"""
 
 
 def code_cells(path):
@@ -33,12 +49,16 @@ def environment_without(names, tmp_path) -> dict:
     return {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython"), "PIP_NO_INDEX": "1"}
 
 
-def nbval_without(names, pages, tag, tmp_path) -> str:
+def nbval_without(names, pages, tag, tmp_path) -> tuple[str, list[dict]]:
     """Run ``pages`` under nbval with ``names`` hidden; assert that it passes with exactly the cells
-    tagged ``tag`` skipped, and return pytest's summary."""
+    tagged ``tag`` skipped. Return pytest's summary and, for each tagged cell in the order it ran,
+    ``{"where", "source", "outputs"}``: what it output in that run (one run serves both the
+    comparison and the check of what a tagged cell tells the reader)."""
+    recorded = tmp_path / "tagged-cells.json"
     run = subprocess.run(
-        [sys.executable, "-c", hiding(names) + "import pytest; sys.exit(pytest.main(sys.argv[1:]))",
-         *map(str, pages), "-p", "no:cacheprovider", "-n", "0", "-q", "-rs", "--nbval"],
+        [sys.executable, "-c", hiding(names) + RECORDER + "import pytest\n"
+         f"sys.exit(pytest.main(sys.argv[1:], plugins=[TaggedCellRecorder({tag!r}, {str(recorded)!r})]))",
+         *map(str, pages), "-p", "no:cacheprovider", "-n", "0", "-q", "-rs", "--nbval", "--no-solutions"],
         cwd=book_pages.ROOT, env=environment_without(names, tmp_path), capture_output=True, text=True,
         timeout=600)
     summary = run.stdout[-3000:] + run.stderr[-2000:]
@@ -46,18 +66,12 @@ def nbval_without(names, pages, tag, tmp_path) -> str:
     tagged = sum(tag in cell["metadata"].get("tags", []) for path in pages for cell in code_cells(path))
     skipped = re.search(r"(\d+) skipped", summary)
     assert skipped and int(skipped.group(1)) == tagged, summary
-    return summary
+    cells = json.loads(recorded.read_text())
+    assert len(cells) == tagged, f"{len(cells)} of the {tagged} tagged cells recorded"
+    return summary, cells
 
 
-def executed_tagged_cells(path, tag):
-    """Execute ``path`` in a fresh kernel (with the environment the caller set) and yield
-    ``(where, cell, lines)`` for each code cell tagged ``tag``: its printed lines."""
-    notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    for cell in notebook.cells:
-        if cell.cell_type != "code" or tag not in cell.metadata.get("tags", []):
-            continue
-        lines = "".join(out.get("text", "") for out in cell.outputs
-                        if out.get("output_type") == "stream").splitlines()
-        yield f"{path.name} cell {cell.get('id')}", cell, lines
+def printed_lines(cell: dict) -> list[str]:
+    """The lines a recorded cell printed (stdout and stderr)."""
+    return "".join(out.get("text", "") for out in cell["outputs"]
+                   if out.get("output_type") == "stream").splitlines()

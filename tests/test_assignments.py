@@ -42,7 +42,8 @@ GRADED = [chapter for chapter in WITH_EXERCISES
                  for e in catalogue.chapter_exercises(catalogue.CHAPTERS / f"{chapter}.ipynb"))]
 COURSE_SEED = 2026
 # Five more courses: each grades its reference notebooks of a few chapters with otter, so that
-# every chapter is graded under a seed other than COURSE_SEED too.
+# every chapter is graded under a seed other than COURSE_SEED too. (A blank notebook scores nothing
+# whatever its numbers: test_a_blank_notebook_gets_zero grades each chapter's once.)
 SAMPLE_SEEDS = [11, 222, 3333, 44444, 555555]
 
 
@@ -101,8 +102,6 @@ def test_reference_solutions_get_full_marks_for_other_seeds(seed, chapters, tmp_
     for chapter in chapters:
         reference = grade(results[chapter] / "autograder" / f"{chapter}.ipynb", results[chapter])
         assert reference.total == reference.possible == auto_points(chapter) > 0, (seed, reference.summary())
-        blank = grade(results[chapter] / "student" / f"{chapter}.ipynb", results[chapter])
-        assert blank.total == 0 and blank.possible == auto_points(chapter), seed
 
 
 @pytest.mark.parametrize("task", EXAMPLE.tasks.values(), ids=lambda t: t.label)

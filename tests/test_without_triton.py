@@ -5,12 +5,14 @@ The chapters' conftest compares a cell tagged ``needs-triton`` only where Triton
 installed. Here Triton is hidden from a pytest process and its kernels
 (``sys.modules["triton"] = None``: importing it fails, ``find_spec`` finds nothing), and
 every page with Triton cells (Chapter 9's and Chapter 10's fused backward) is run under nbval
-as a reader on a Mac would, and once more to read what each Triton cell says.
+as a reader on a Mac would; the same run records what each Triton cell says.
 """
 import re
 
+import pytest
+
 import book_pages
-from hidden_packages import code_cells, environment_without, executed_tagged_cells, nbval_without
+from hidden_packages import code_cells, nbval_without, printed_lines
 
 CHAPTERS = book_pages.notebooks()
 TAG = "needs-triton"
@@ -38,20 +40,25 @@ def test_the_pages_with_triton_cells_are_chapter_9_and_its_fused_backward():
     assert "09_2_running_it.ipynb" in names and "10_4_fused_backward.ipynb" in names, names
 
 
-def test_the_triton_pages_pass_without_triton(tmp_path):
-    assert "Triton is not installed" in nbval_without(HIDDEN, WITH_TRITON_CELLS, TAG, tmp_path)
+@pytest.fixture(scope="module")
+def run_without_triton(tmp_path_factory):
+    return nbval_without(HIDDEN, WITH_TRITON_CELLS, TAG, tmp_path_factory.mktemp("without-triton"))
 
 
-def test_every_triton_cell_says_in_one_line_what_it_skipped_and_why(tmp_path, monkeypatch):
+def test_the_triton_pages_pass_without_triton(run_without_triton):
+    summary, _ = run_without_triton
+    assert "Triton is not installed" in summary
+
+
+def test_every_triton_cell_says_in_one_line_what_it_skipped_and_why(run_without_triton):
     """A reader without Triton (Colab's CPU runtime with an old torch, a Mac) sees one line
     per Triton cell, never an empty output or a missing figure without a word."""
-    for name, value in environment_without(HIDDEN, tmp_path).items():
-        monkeypatch.setenv(name, value)
-    for path in WITH_TRITON_CELLS:
-        for where, cell, lines in executed_tagged_cells(path, TAG):
-            assert len(lines) == 1, f"{where} printed {lines}"
-            assert not any("image/png" in out.get("data", {}) for out in cell.outputs), where
-            if "find_spec(\"triton\")" in "".join(cell.source):  # the install cell
-                assert lines[0].startswith("could not install Triton"), f"{where}: {lines[0]}"
-            else:
-                assert "Triton is not installed" in lines[0], f"{where}: {lines[0]}"
+    _, cells = run_without_triton
+    for cell in cells:
+        where, lines = cell["where"], printed_lines(cell)
+        assert len(lines) == 1, f"{where} printed {lines}"
+        assert not any("image/png" in out.get("data", {}) for out in cell["outputs"]), where
+        if "find_spec(\"triton\")" in cell["source"]:  # the install cell
+            assert lines[0].startswith("could not install Triton"), f"{where}: {lines[0]}"
+        else:
+            assert "Triton is not installed" in lines[0], f"{where}: {lines[0]}"

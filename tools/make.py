@@ -308,12 +308,26 @@ def pdf(venv: Path) -> None:
 
 def test(venv: Path) -> None:
     install_browser()
-    python = venv_file(venv, "python")
-    run(python, "-m", "pytest")
+    python = str(venv_file(venv, "python"))
     # The chapters once more in a second numeric environment (NumPy, ATen, MKL and oneDNN held to
     # baseline vector code, one thread): a stored output that depends on the CPU fails here, not on
-    # a reader's machine.
-    run(python, "-m", "pytest", "chapters", "-p", "no:cacheprovider", env=second_environment(venv))
+    # a reader's machine. The solutions, which print no stored output, run in the main run only.
+    # This run goes beside the main one, in one process: its one thread takes the time the main
+    # run's two workers leave a core idle (waiting on Chromium, on PyPI, on a step run to its
+    # limit). Its report follows the main run's.
+    with tempfile.TemporaryFile("w+") as report:
+        second = subprocess.Popen([python, "-m", "pytest", "chapters", "-p", "no:cacheprovider", "-n", "0",
+                                   "--no-solutions"], cwd=ROOT, env=second_environment(venv),
+                                  stdout=report, stderr=subprocess.STDOUT, text=True)
+        try:
+            main = subprocess.run([python, "-m", "pytest"], cwd=ROOT)
+        finally:
+            second.wait()
+        report.seek(0)
+        say("the chapters in the second numeric environment (tests/second_environment.py):")
+        print(report.read(), flush=True)
+    if main.returncode or second.returncode:
+        raise SystemExit(main.returncode or second.returncode)
 
 
 def main(argv: list[str] | None = None) -> None:
