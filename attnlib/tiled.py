@@ -64,6 +64,8 @@ DEFAULT_BLOCK_K = 512
 #: ``backend="auto"`` leaves problems with fewer scores per head than this
 #: (a 1024 x 1024 score matrix) to the naive path, whose one step is then cheap.
 AUTO_MIN_SCORES_PER_HEAD = 1024 * 1024
+#: log2(e), so that e^x = 2^(x log2 e) (see _exp_)
+LOG2_E = math.log2(math.e)
 
 
 def unsupported_reason(problem: AttentionProblem) -> str | None:
@@ -290,6 +292,17 @@ def _zero_where_nothing_seen(m: torch.Tensor) -> torch.Tensor:
     return torch.where(m == float("-inf"), torch.zeros((), dtype=m.dtype, device=m.device), m)
 
 
+def _exp_(x: torch.Tensor) -> torch.Tensor:
+    """``e^x`` in place, computed as ``2^(x log2 e)``.
+
+    The same number up to the rounding of ``x log2 e`` (relative error about
+    ``|x|`` units in the last place), but torch's ``exp2`` on a CPU is several
+    times faster than its ``exp`` (``benchmarks/tiled_vs_torch.py --profile``
+    times both), and the exponential touches every score of every tile.
+    """
+    return x.mul_(LOG2_E).exp2_()
+
+
 def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Query rows ``i0:i1`` against all their key blocks: output ``(N, G*bq, Ev)`` and lse ``(N, G*bq, 1)``."""
     n, value_dim = tiles.rows, tiles.value.shape[-1]
@@ -306,7 +319,7 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[
         m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (eq. 8.2)
         shift = _zero_where_nothing_seen(m_new)
         correction = torch.exp(m - shift)  # how much the old state shrinks
-        weights = scores.sub_(shift).exp_()  # unnormalised, in place of the scores
+        weights = _exp_(scores.sub_(shift))  # unnormalised, in place of the scores
         l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq. 8.3)
         acc = acc.mul_(correction).baddbmm_(weights, value)  # (eq. 8.4), acc += weights @ value
         m = m_new
@@ -378,7 +391,7 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int, j1: i
     # d/ds c tanh(s / c) = 1 - tanh^2(s / c), and tanh(s / c) is the capped score over c
     cap_slope = None if tiles.softcap is None else 1 - (scores / tiles.softcap).square()
     scores = tiles.mask_scores(scores, i0, i1, j0, j1)
-    weights = scores.sub_(block_lse).exp_()  # P = exp(S - lse), the forward's weights (eq. 8.8)
+    weights = _exp_(scores.sub_(block_lse))  # P = exp(S - lse), the forward's weights (eq. 8.8)
     grad_scores = (grad_out @ value.mT).sub_(block_row_term).mul_(weights)  # dS = P * (dP - D), dP = dO V^T
     if cap_slope is not None:
         grad_scores = grad_scores.mul_(cap_slope)  # through the cap, to the uncapped scores
