@@ -17,11 +17,12 @@ fraction of torch's, ``torch seconds / tiled seconds`` (higher is better;
 
 ``--profile`` prints, on one thread, the share of each torch operation in
 one tiled call (``torch.profiler``, forward and forward plus backward at the
-first ``--sizes``, 4096 by default) and the times behind two of the tiled
-path's choices, per ``(8, 256, 512)`` tile of float32 scores: ``exp`` against
-``exp2`` of the scores times ``log2 e``, and the scores' matrix product
-into a fresh tensor against one into a buffer reused from tile to tile. It measures thread CPU time, which
-other work on the machine inflates less than wall time.
+first ``--sizes``, 4096 by default) and the times behind the tiled path's
+choices, per ``(8, 256, 512)`` tile of scores: ``exp`` against ``exp2`` of
+the scores times ``log2 e``; the scores' matrix product in float32, into a
+fresh tensor or into a buffer reused from tile to tile, and in bfloat16.
+It measures thread CPU time, which other work on the machine inflates less
+than wall time. The stored run ends with the same profile at n = 4096.
 """
 from __future__ import annotations
 
@@ -88,36 +89,54 @@ def _median_cpu_ms(fn, calls: int = 21) -> float:
     return 1e3 * statistics.median(times)
 
 
-def profile(n: int) -> None:
-    """Print where one tiled call's time goes, and two per-tile choices, on one thread."""
+def profile(n: int) -> dict:
+    """Where one tiled call's time goes, and the per-tile times behind its choices, on one thread.
+
+    Prints them and returns them for the stored run.
+    """
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    tile = torch.randn(HEADS, tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K)
-    query, key = torch.randn(HEADS, tiled.DEFAULT_BLOCK_Q, WIDTH), torch.randn(HEADS, tiled.DEFAULT_BLOCK_K, WIDTH)
-    buffer = torch.empty_like(tile)
-    per_tile = {
-        "exp_": lambda: tile.clone().exp_(),
-        "mul_(log2 e).exp2_": lambda: tile.clone().mul_(math.log2(math.e)).exp2_(),
-        "clone (in both above)": lambda: tile.clone(),
-        "bmm into a new tensor": lambda: torch.bmm(query, key.mT),
-        "bmm into a buffer": lambda: torch.bmm(query, key.mT, out=buffer),
-    }
-    print(f"one {tuple(tile.shape)} float32 tile, median thread CPU ms of 21 calls:")
-    for name, fn in per_tile.items():
-        print(f"  {name:>22} {_median_cpu_ms(fn):7.3f} ms")
-    torch.manual_seed(0)
-    for backward in (False, True):
-        q, k, v = (torch.randn(1, HEADS, n, WIDTH, requires_grad=backward) for _ in range(3))
-        _timed_call(tiled.attention, q, k, v, False, backward)  # warm up
-        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-            _timed_call(tiled.attention, q, k, v, False, backward)
-        events = prof.key_averages()
-        total = sum(e.self_cpu_time_total for e in events)
-        print(f"tiled {PASSES[backward]}, n = {n}, one thread: {total / 1e3:.0f} ms in torch operations")
-        for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]:
-            print(f"  {e.key:>32} {100 * e.self_cpu_time_total / total:5.1f}%  ({e.count} calls)")
+    try:
+        block_q, block_k = tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K
+        tile = torch.randn(HEADS, block_q, block_k)
+        query, key = torch.randn(HEADS, block_q, WIDTH), torch.randn(HEADS, block_k, WIDTH)
+        query16, key16 = query.bfloat16(), key.bfloat16()
+        buffer = torch.empty_like(tile)
+        per_tile = {
+            "clone": lambda: tile.clone(),
+            "clone, exp_": lambda: tile.clone().exp_(),
+            "clone, mul_(log2 e), exp2_": lambda: tile.clone().mul_(tiled.LOG2_E).exp2_(),
+            "scores bmm, float32": lambda: torch.bmm(query, key.mT),
+            "scores bmm into a buffer": lambda: torch.bmm(query, key.mT, out=buffer),
+            "scores bmm, bfloat16": lambda: torch.bmm(query16, key16.mT),
+        }
+        print(f"one {tuple(tile.shape)} tile of scores, median thread CPU ms of 21 calls:")
+        tile_ms = {}
+        for name, fn in per_tile.items():
+            tile_ms[name] = _median_cpu_ms(fn)
+            print(f"  {name:>26} {tile_ms[name]:7.3f} ms")
+        shares = {}
+        torch.manual_seed(0)
+        for backward in (False, True):
+            q, k, v = (torch.randn(1, HEADS, n, WIDTH, requires_grad=backward) for _ in range(3))
+            _timed_call(tiled.attention, q, k, v, False, backward)  # warm up
+            with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+                _timed_call(tiled.attention, q, k, v, False, backward)
+            events = prof.key_averages()
+            total = sum(e.self_cpu_time_total for e in events)
+            print(f"tiled {PASSES[backward]}, n = {n}, one thread: share of the time in each operation")
+            shares[PASSES[backward]] = {}
+            for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]:
+                shares[PASSES[backward]][e.key] = e.self_cpu_time_total / total
+                print(f"  {e.key:>32} {100 * e.self_cpu_time_total / total:5.1f}%  ({e.count} calls)")
+    finally:
+        torch.set_num_threads(threads)
+    return {"n": n, "threads": 1, "tile": list(tile.shape), "tile_ms": tile_ms,
+            "time": "median thread CPU time of 21 calls (tile_ms); torch.profiler self time (shares)",
+            "shares": shares}
 
 
 def main():
@@ -155,6 +174,7 @@ def main():
                           f"tiled {row['tiled_seconds']:7.3f} s  torch {row['torch_seconds']:7.3f} s  "
                           f"ratio {row['ratio']:.2f} ({'met' if row['ratio'] >= goal else 'below'} "
                           f"{goal})  load {row['load_average_1min']}", flush=True)
+    where_time_goes = profile(4096) if store else None
     at_end = machine()
     print(f"load average at the end: {at_end['load_average_1min']}")
     if store:
@@ -162,7 +182,7 @@ def main():
             "machine": at_start, "load_average_1min_at_end": at_end["load_average_1min"],
             "heads": HEADS, "width": WIDTH, "batch": 1, "goals": GOALS,
             "time": "median seconds per call, tiled and torch taking turns in one process",
-            "rows": rows}, indent=1) + "\n")
+            "rows": rows, "profile": where_time_goes}, indent=1) + "\n")
         print(f"wrote {RESULTS.name}")
 
 
