@@ -174,7 +174,10 @@ class _Tiles:
         return part
 
     def query_block(self, i0: int, i1: int) -> torch.Tensor:
-        """``scale * Q`` rows ``i0:i1`` of every head of a group, stacked: ``(N, G*bq, E)``."""
+        """``scale * Q`` rows ``i0:i1``, the heads of a group stacked.
+
+        Shape ``(N, G*bq, E)``.
+        """
         block = self.query[:, :, i0:i1].to(self.dtype) * self.scale
         return block.reshape(self.rows, -1, block.shape[-1])
 
@@ -303,27 +306,33 @@ def _exp_(x: torch.Tensor) -> torch.Tensor:
     return x.mul_(LOG2_E).exp2_()
 
 
-def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Query rows ``i0:i1`` against all their key blocks: output ``(N, G*bq, Ev)`` and lse ``(N, G*bq, 1)``."""
+def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int):
+    """Query rows ``i0:i1`` against all their key blocks.
+
+    Returns the output ``(N, G*bq, Ev)`` and the lse ``(N, G*bq, 1)``.
+    """
     n, value_dim = tiles.rows, tiles.value.shape[-1]
     dtype, device = tiles.dtype, tiles.key.device
     query = tiles.query_block(i0, i1)  # (N, G*bq, E), already times scale
     rows = query.shape[1]
-    # State per query row before any key: m = -inf, l = 0, acc = 0 (with a sink: m = s, l = 1).
+    # Before any key: m = -inf, l = 0, acc = 0 (with a sink: m = s, l = 1).
     m, l = tiles.starting_state(i0, i1)
     acc = torch.zeros((n, rows, value_dim), dtype=dtype, device=device)
     for j0, j1 in tiles.key_blocks(i0, i1, block_k):
         key, value = tiles.key_value_block(j0, j1)
         scores = tiles.cap_scores(query @ key.mT)  # (N, G*bq, bk)
         scores = tiles.mask_scores(scores, i0, i1, j0, j1)
-        m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (eq. 8.2)
+        # (eq. 8.2): the running maximum
+        m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
         shift = _zero_where_nothing_seen(m_new)
         correction = torch.exp(m - shift)  # how much the old state shrinks
-        weights = _exp_(scores.sub_(shift))  # unnormalised, in place of the scores
+        weights = _exp_(scores.sub_(shift))  # in place of the scores
         l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq. 8.3)
-        acc = acc.mul_(correction).baddbmm_(weights, value)  # (eq. 8.4), acc += weights @ value
+        # (eq. 8.4): acc = acc * correction + weights @ value
+        acc = acc.mul_(correction).baddbmm_(weights, value)
         m = m_new
-    # (eq. 8.5): a row that saw no allowed key has acc = 0 (and l = 0, or 1 with a sink); it stays 0.
+    # (eq. 8.5); a row that saw no allowed key has acc = 0 and l = 0
+    # (or 1 with a sink), and its output stays 0.
     output = acc / torch.where(l > 0, l, torch.ones_like(l))
     return output, m + torch.log(l)  # (eq. 8.6)
 
@@ -362,13 +371,17 @@ def _for_each_block(work, starts: range, device: torch.device) -> None:
         torch.set_num_threads(cores)
 
 
-def _forward(tiles: _Tiles, block_q: int, block_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Outputs ``(N, G, L, Ev)`` and log-sum-exp ``(N, G, L)``, both in the compute dtype."""
+def _forward(tiles: _Tiles, block_q: int, block_k: int):
+    """Outputs ``(N, G, L, Ev)`` and log-sum-exp ``(N, G, L)``.
+
+    Both are in the compute dtype.
+    """
     n, group, length = tiles.rows, tiles.group, tiles.query_len
     value_dim = tiles.value.shape[-1]
-    device = tiles.key.device
-    output = torch.empty(n, group, length, value_dim, dtype=tiles.dtype, device=device)
-    lse = torch.empty(n, group, length, dtype=tiles.dtype, device=device)
+    dtype, device = tiles.dtype, tiles.key.device
+    output = torch.empty(n, group, length, value_dim, dtype=dtype,
+                         device=device)
+    lse = torch.empty(n, group, length, dtype=dtype, device=device)
 
     def attend(i0: int) -> None:
         i1 = min(i0 + block_q, length)
