@@ -1,6 +1,6 @@
 """SmolLM2-135M's prefill with attnlib as its attention, against transformers' sdpa and eager.
 
-    python benchmarks/smollm2_prefill.py                  # 512, 1024, 2048 tokens (a few minutes)
+    python benchmarks/smollm2_prefill.py                  # 512, 1024, 2048 tokens (about 3 min on 2 quiet cores)
     python benchmarks/smollm2_prefill.py --lengths 1024   # a part; not stored
 
 One process loads the checkpoint once per attention implementation (from the

@@ -1,8 +1,9 @@
 """The tiled path's throughput as a fraction of torch's own CPU kernel.
 
-    python benchmarks/tiled_vs_torch.py            # n = 1024 ... 8192 (5-8 min on 2 cores)
+    python benchmarks/tiled_vs_torch.py            # n = 1024 ... 8192 (about 3 min on 2 quiet cores)
     python benchmarks/tiled_vs_torch.py --quick    # n = 512, 1024; results are not stored
     python benchmarks/tiled_vs_torch.py --sizes 4096 --dtypes float32   # a part; not stored
+    python benchmarks/tiled_vs_torch.py --profile  # where one call's time goes; not stored
 
 For each n, dtype (float32, bfloat16), causal or not, and pass (the forward
 under ``torch.no_grad``, or forward plus backward), ``attnlib.tiled.attention``
@@ -13,11 +14,21 @@ on both. Each prints the median of its calls and tiled's throughput as a
 fraction of torch's, ``torch seconds / tiled seconds`` (higher is better;
 1.0 is parity), with the CPU, the thread count and the load average. Writes
 ``attnlib/results/tiled_vs_torch.json``, which Chapter 8's table reads.
+
+``--profile`` prints, on one thread, the share of each torch operation in
+one tiled call (``torch.profiler``, forward and forward plus backward at the
+first ``--sizes``, 4096 by default) and the times behind the tiled path's
+choices, per ``(8, 256, 512)`` tile of scores: ``exp`` against ``exp2`` of
+the scores times ``log2 e``; the scores' matrix product in float32, into a
+fresh tensor or into a buffer reused from tile to tile, and in bfloat16.
+It measures thread CPU time, which other work on the machine inflates less
+than wall time. The stored run ends with the same profile at n = 4096.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import time
@@ -54,8 +65,9 @@ def compare(n: int, dtype: torch.dtype, causal: bool, backward: bool, calls: int
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, HEADS, n, WIDTH, dtype=dtype, requires_grad=backward) for _ in range(3))
     methods = {"tiled": tiled.attention, "torch": F.scaled_dot_product_attention}
-    for fn in methods.values():  # warm up
-        _timed_call(fn, q, k, v, causal, backward)
+    if n < 4096 or not backward:  # the smaller sizes have warmed up the larger backward passes
+        for fn in methods.values():
+            _timed_call(fn, q, k, v, causal, backward)
     times = {name: [] for name in methods}
     for call in range(calls):
         order = list(methods) if call % 2 == 0 else list(methods)[::-1]
@@ -67,6 +79,66 @@ def compare(n: int, dtype: torch.dtype, causal: bool, backward: bool, calls: int
             "ratio": torch_s / tiled_s, "load_average_1min": round(os.getloadavg()[0], 2)}
 
 
+def _median_cpu_ms(fn, calls: int = 21) -> float:
+    """Median thread CPU time of ``fn()`` in milliseconds."""
+    times = []
+    for _ in range(calls):
+        start = time.thread_time()
+        fn()
+        times.append(time.thread_time() - start)
+    return 1e3 * statistics.median(times)
+
+
+def profile(n: int) -> dict:
+    """Where one tiled call's time goes, and the per-tile times behind its choices, on one thread.
+
+    Prints them and returns them for the stored run.
+    """
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        block_q, block_k = tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K
+        tile = torch.randn(HEADS, block_q, block_k)
+        query, key = torch.randn(HEADS, block_q, WIDTH), torch.randn(HEADS, block_k, WIDTH)
+        query16, key16 = query.bfloat16(), key.bfloat16()
+        buffer = torch.empty_like(tile)
+        per_tile = {
+            "clone": lambda: tile.clone(),
+            "clone, exp_": lambda: tile.clone().exp_(),
+            "clone, mul_(log2 e), exp2_": lambda: tile.clone().mul_(tiled.LOG2_E).exp2_(),
+            "scores bmm, float32": lambda: torch.bmm(query, key.mT),
+            "scores bmm into a buffer": lambda: torch.bmm(query, key.mT, out=buffer),
+            "scores bmm, bfloat16": lambda: torch.bmm(query16, key16.mT),
+        }
+        print(f"one {tuple(tile.shape)} tile of scores, median thread CPU ms of 21 calls:")
+        tile_ms = {}
+        for name, fn in per_tile.items():
+            tile_ms[name] = _median_cpu_ms(fn)
+            print(f"  {name:>26} {tile_ms[name]:7.3f} ms")
+        shares = {}
+        torch.manual_seed(0)
+        for backward in (False, True):
+            q, k, v = (torch.randn(1, HEADS, n, WIDTH, requires_grad=backward) for _ in range(3))
+            _timed_call(tiled.attention, q, k, v, False, backward)  # warm up
+            with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+                _timed_call(tiled.attention, q, k, v, False, backward)
+            events = prof.key_averages()
+            total = sum(e.self_cpu_time_total for e in events)
+            print(f"tiled {PASSES[backward]}, n = {n}, one thread: share of the time in each operation")
+            shares[PASSES[backward]] = {}
+            for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]:
+                shares[PASSES[backward]][e.key] = e.self_cpu_time_total / total
+                print(f"  {e.key:>32} {100 * e.self_cpu_time_total / total:5.1f}%  ({e.count} calls)")
+    finally:
+        torch.set_num_threads(threads)
+    return {"n": n, "threads": 1, "tile": list(tile.shape), "tile_ms": tile_ms,
+            "time": "median thread CPU time of 21 calls (tile_ms); torch.profiler self time (shares)",
+            "shares": shares}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 512, 1024; results are not stored")
@@ -74,7 +146,12 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", help="these n only; results are not stored")
     parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES),
                         help="these dtypes only; results are not stored unless both")
+    parser.add_argument("--profile", action="store_true",
+                        help="where one tiled call's time goes, on one thread; not stored")
     args = parser.parse_args()
+    if args.profile:
+        profile((args.sizes or [4096])[0])
+        return
     lengths = args.sizes or ([512, 1024] if args.quick else LENGTHS)
     store = not args.quick and lengths == LENGTHS and args.dtypes == list(DTYPES)
     at_start = machine()
@@ -97,6 +174,7 @@ def main():
                           f"tiled {row['tiled_seconds']:7.3f} s  torch {row['torch_seconds']:7.3f} s  "
                           f"ratio {row['ratio']:.2f} ({'met' if row['ratio'] >= goal else 'below'} "
                           f"{goal})  load {row['load_average_1min']}", flush=True)
+    where_time_goes = profile(4096) if store else None
     at_end = machine()
     print(f"load average at the end: {at_end['load_average_1min']}")
     if store:
@@ -104,7 +182,7 @@ def main():
             "machine": at_start, "load_average_1min_at_end": at_end["load_average_1min"],
             "heads": HEADS, "width": WIDTH, "batch": 1, "goals": GOALS,
             "time": "median seconds per call, tiled and torch taking turns in one process",
-            "rows": rows}, indent=1) + "\n")
+            "rows": rows, "profile": where_time_goes}, indent=1) + "\n")
         print(f"wrote {RESULTS.name}")
 
 

@@ -130,9 +130,9 @@ seconds = np.array([r["best_seconds"] for r in rows])
 slope = np.polyfit(np.log(lengths[lengths >= 1024]), np.log(seconds[lengths >= 1024]), 1)[0]
 answer = (seconds[-1] * (16384 / lengths[-1]) ** slope, 3 * results["batch"] * results["heads"] * 4 * 16384**2)""",
     "ex-08-merge-order": """\
-s = sp.symbols("s1:4", real=True)
-v = sp.symbols("v1:4", real=True)
-a, b, c = (online_softmax.block_state([s[i]], [v[i]], s[i]) for i in range(3))
+z = sp.symbols("z0:3", real=True)
+v = sp.symbols("v0:3", real=True)
+a, b, c = (online_softmax.block_state([z[i]], [v[i]], z[i]) for i in range(3))
 answer = (online_softmax.merge_states(online_softmax.merge_states(a, b), c),
           online_softmax.merge_states(a, online_softmax.merge_states(b, c)))""",
     "ex-08-why-max": """\

@@ -7,12 +7,12 @@ from attnlib import exercises, tiled
 from attnlib.intermediates import largest_intermediate
 from attnlib.theory import online_softmax
 
-S = sp.symbols("s1:4", real=True)
-V = sp.symbols("v1:4", real=True)
+Z = sp.symbols("z0:3", real=True)
+V = sp.symbols("v0:3", real=True)
 
 
 def one_score_blocks():
-    return [online_softmax.block_state([S[i]], [V[i]], S[i]) for i in range(3)]
+    return [online_softmax.block_state([Z[i]], [V[i]], Z[i]) for i in range(3)]
 
 
 def test_merge_order_accepts_both_groupings():

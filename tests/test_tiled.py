@@ -416,3 +416,14 @@ def test_gradients_from_lse_equal_autograd_through_the_naive_path():
     for ours, leaf in zip(grads, leaves):
         assert ours.shape == leaf.shape
         torch.testing.assert_close(ours, leaf.grad, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exp_as_exp2_is_exp_to_the_rounding_of_x_log2_e(dtype):
+    # the exponents z - m <= 0 of a tile, down to e^-80 (normal in float32), and -inf for a masked score
+    exponents = -torch.logspace(-8, math.log10(80), 2001, dtype=dtype)
+    ours, exact = tiled._exp_(exponents.clone()), torch.exp(exponents)
+    # rounding x log2 e moves the exponent by about |x| units in the last place
+    allowed = 2 * torch.finfo(dtype).eps * (1 + exponents.abs()) * exact
+    assert ((ours - exact).abs() <= allowed).all()
+    assert tiled._exp_(torch.tensor([0.0, -math.inf], dtype=dtype)).tolist() == [1.0, 0.0]

@@ -6,8 +6,8 @@ from .. import tiled
 from . import as_array, as_number, checker
 from .symbolic import as_expression
 
-_SCORES = sp.symbols("s1:4")
-_VALUES = sp.symbols("v1:4")
+_SCORES = sp.symbols("z0:3")
+_VALUES = sp.symbols("v0:3")
 # Points at which the merged states are evaluated: the maximum in each position, and a tie.
 _POINTS = [(3.0, -1.0, 0.5), (-2.0, 1.5, 0.25), (0.1, -0.7, 2.2), (1.0, 1.0, -4.0)]
 _VALUES_AT = (0.3, -1.2, 2.0)
@@ -26,13 +26,13 @@ def _hint_state(state, side: str) -> str | None:
         direct = (m, weights.sum(), weights @ np.array(_VALUES_AT))
         for name, expression, expected in zip(("m", "l", "acc"), expressions, direct):
             if not np.isclose(float(expression.subs(point)), expected, rtol=1e-9, atol=1e-12):
-                return (f"{side}'s {name} differs from the direct state at s = {scores}: "
+                return (f"{side}'s {name} differs from the direct state at z = {scores}: "
                         "did each side get rescaled by exp(m_side - m) before adding?")
     return None
 
 
 @checker("ex-08-merge-order",
-         "a pair (left, right) of states (m, l, acc), SymPy expressions in s1, s2, s3, v1, v2, v3: "
+         "a pair (left, right) of states (m, l, acc), SymPy expressions in z0, z1, z2, v0, v1, v2: "
          "merge_states(merge_states(A, B), C) and merge_states(A, merge_states(B, C))")
 def _merge_order(answer):
     left, right = answer
