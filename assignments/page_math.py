@@ -60,7 +60,6 @@ PHRASES: list[tuple[str, str]] = [
     ("z_0..z_2, v_00..v_21, dO_0, dO_1", r"$z_0, \dots, z_2$, $v_{00}, \dots, v_{21}$, $dO_0$, $dO_1$"),
     ("sum_j P_j dP_j", r"$\sum_j P_j \, dP_j$"),
     ("sum_a dO_a O_a", r"$\sum_a dO_a O_a$"),
-    ("s1, s2, s3, v1, v2, v3", "$s_1, s_2, s_3, v_1, v_2, v_3$"),
     ("(m, l, acc)", r"$(m, \ell, \mathrm{acc})$"),
     ("5 tanh(z / 5)", r"$5 \tanh(z / 5)$"),
     ("muP", r"$\mu$P"),

@@ -37,8 +37,8 @@ def four_steps(ax: plt.Axes) -> None:
     n, d_k, d_v = 2.0, 1.0, 1.2
     _matrix(ax, 0.0, 3.2, d_k, n, _INPUT, "$Q$", r"$n \times d_k$")
     _matrix(ax, 0.0, 0.2, d_k, n, _INPUT, "$K$", r"$n \times d_k$")
-    _matrix(ax, 1.8, 3.2, n, n, _SCORES, r"$S = QK^\top$", r"$n \times n$")
-    _matrix(ax, 4.8, 3.2, n, n, _SCORES, r"$Z = S / \sqrt{d_k}$", r"$n \times n$")
+    _matrix(ax, 1.8, 3.2, n, n, _SCORES, r"$QK^\top$", r"$n \times n$")
+    _matrix(ax, 4.8, 3.2, n, n, _SCORES, r"$Z = QK^\top / \sqrt{d_k}$", r"$n \times n$")
     _matrix(ax, 7.8, 3.2, n, n, _SCORES, "$P$", r"$n \times n$, rows sum to 1")
     _matrix(ax, 7.8, 0.2, d_v, n, _INPUT, "$V$", r"$n \times d_v$")
     _matrix(ax, 11.0, 3.2, d_v, n, _OUTPUT, "$O = PV$", r"$n \times d_v$")

@@ -106,7 +106,8 @@ def test_the_pdf_numbers_equations_figures_and_exercises_as_the_html_book(pdf, b
 
 def test_the_pdf_prints_solutions_and_library_sources_open(pdf, book_html):
     """Each solution's and folded cell's text is in the PDF: the longest stretch of its prose
-    without a formula, or the longest line of its first listing."""
+    without a formula, the longest line of its first listing, or the longest cell of its first
+    table (a folded output may be a table alone)."""
     texts = pdf[1]
     joined, folded = whole(texts), 0
     for name, soup in pages(book_html).items():
@@ -115,6 +116,7 @@ def test_the_pdf_prints_solutions_and_library_sources_open(pdf, book_html):
                 math.replace_with("\0")
             stretches = [part for p in box.select("p:not(.admonition-title)") for part in p.get_text().split("\0")]
             stretches += [line for pre in box.select("pre")[:1] for line in pre.get_text().splitlines()]
+            stretches += [cell.get_text() for table in box.select("table")[:1] for cell in table.select("td, th")]
             stretch = max(stretches, key=lambda part: len(squeezed(part)))
             assert len(squeezed(stretch)) >= 10, f"{name}: nothing to look for in {box.get_text()[:200]!r}"
             assert in_the_pdf(squeezed(stretch)[:60], texts, joined), f"{name}: not in the PDF: {stretch.strip()[:120]!r}"

@@ -83,7 +83,7 @@ def test_diagrams_draw_every_box():
     diagrams.four_steps(steps)
     diagrams.online_softmax_tiles(tiles, n_tiles=3)
     labels = [t.get_text() for t in steps.texts]
-    assert "$Q$" in labels and "$O = AV$" in labels and "3. softmax by rows" in labels
+    assert "$Q$" in labels and "$O = PV$" in labels and "3. softmax by rows" in labels
     # per tile: its K, V box, its score tile and the state after it; then Q, the start and O
     assert len(tiles.patches) - sum(isinstance(p, diagrams.FancyArrowPatch) for p in tiles.patches) == 3 * 3 + 3
     plt.close(fig)

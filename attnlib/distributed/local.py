@@ -63,6 +63,9 @@ def _run_rank(worker, rank, world_size, store_path, timeout, threads, results, a
         with _stdout_discarded():  # errors still reach stderr and the parent's traceback
             dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
                                     timeout=datetime.timedelta(seconds=timeout))
+            # A rank whose worker returns at once would otherwise close its sockets under a
+            # peer still connecting (gloo: "connectFullMesh failed ... closed by peer").
+            dist.barrier()
         try:
             results.put((rank, True, worker(rank, world_size, *args)))
         finally:
