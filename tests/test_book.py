@@ -26,8 +26,8 @@ def toc_files() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def html(book_html) -> pathlib.Path:
-    return book_html  # built once per session (tests/conftest.py)
+def html(own_book_html) -> pathlib.Path:
+    return own_book_html  # built once per run (tests/conftest.py); Chromium's probes go beside its pages
 
 
 def test_every_chapter_in_the_toc_exists_and_every_chapter_is_in_the_toc():
