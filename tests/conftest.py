@@ -88,12 +88,13 @@ def own_book_html(book_html, tmp_path_factory) -> pathlib.Path:
 # pytest-xdist hands each file (--dist loadfile) to the next free worker in collection order
 # (--no-loadscope-reorder: not its default, most tests first, which left the few-test files that
 # run longest to the end, one worker busy while the other waited). The files that take longest in
-# a fresh clone's `make test --durations` go first, so that the last files to run are short.
+# a fresh clone's `make test --durations` go first, so that the last files to run are short. The
+# first file builds the book (book_html); the second needs no book, so that neither worker waits.
 LONGEST_FIRST = [
     "tests/test_assignments.py",   # otter grades every chapter, under six seeds
-    "tests/test_book.py",          # every page in Chromium at two widths (~120 s)
-    "tests/test_book_pdf.py",      # the one-page build printed by Chromium (~80 s)
     "tests/test_gpu_session.py",   # the GPU session rehearsed, a step run to its limit (~65 s)
+    "tests/test_book.py",          # every page in Chromium at two widths (~120 s)
+    "tests/test_book_pdf.py",      # the one-page book printed by Chromium (~60 s)
     "tests/test_without_triton.py",
     "chapters/14_4_sinks_and_caches.ipynb",
     "chapters/10_2_training.ipynb",
