@@ -82,21 +82,29 @@ def test_every_chapter_with_exercises_has_an_assignment(built):
         assert (result / "autograder" / "autograder.zip").is_file() == (result.name in GRADED)
 
 
-@pytest.mark.parametrize("chapter", GRADED[::len(SEEDS)])
-def test_reference_solutions_get_full_marks(chapter, built):
-    _, results = built
-    graded = grade(results[chapter] / "autograder" / f"{chapter}.ipynb", results[chapter])
+def assert_full_marks(graded, chapter: str) -> None:
     assert graded.possible == auto_points(chapter) > 0
     assert graded.total == graded.possible, graded.summary()
 
 
-@pytest.mark.parametrize("chapter", GRADED)
-def test_a_blank_notebook_gets_zero(chapter, built):
-    _, results = built
-    graded = grade(results[chapter] / "student" / f"{chapter}.ipynb", results[chapter])
+def assert_zero_for_every_question(graded, chapter: str) -> None:
     labels = [e.label for e in exercises(chapter) if catalogue.graded(e, EXAMPLE)]
     assert sorted(graded.results) == sorted(labels), "every bank question is graded, none crashes the grader"
     assert graded.total == 0 and graded.possible == auto_points(chapter)
+
+
+# GRADED[0]'s reference and blank notebooks are graded by the Colab test below, which hands in
+# those same notebooks from a kernel that presents itself as Colab
+@pytest.mark.parametrize("chapter", GRADED[len(SEEDS)::len(SEEDS)])
+def test_reference_solutions_get_full_marks(chapter, built):
+    _, results = built
+    assert_full_marks(grade(results[chapter] / "autograder" / f"{chapter}.ipynb", results[chapter]), chapter)
+
+
+@pytest.mark.parametrize("chapter", GRADED[1:])
+def test_a_blank_notebook_gets_zero(chapter, built):
+    _, results = built
+    assert_zero_for_every_question(grade(results[chapter] / "student" / f"{chapter}.ipynb", results[chapter]), chapter)
 
 
 @pytest.mark.parametrize("seed,chapters", [(seed, GRADED[i::len(SEEDS)]) for i, seed in enumerate(SEEDS) if i])
@@ -697,8 +705,8 @@ PRESENT_AS_COLAB = textwrap.dedent('''\
 def test_a_colab_kernel_runs_the_assignment_and_writes_the_file_to_hand_in(edition, built, tmp_path, monkeypatch):
     """In a kernel that presents itself as Colab, the student notebook (blank) and the reference
     notebook run without an error: their checks say whether each answer is filled in, their
-    export writes the notebook and offers it for download, and that file gets zero and full
-    marks. (otter's own Notebook raises there.)"""
+    export writes the notebook and offers it for download, and that file gets zero (every
+    question graded) and full marks. (otter's own Notebook raises there.)"""
     _, results = built
     chapter = GRADED[0]
     for name, text in FAKE_COLAB.items():
@@ -720,8 +728,10 @@ def test_a_colab_kernel_runs_the_assignment_and_writes_the_file_to_hand_in(editi
     handed_in = work / f"{chapter}.ipynb"
     assert (tmp_path / "downloads.txt").read_text().split() == [str(handed_in)]
     graded = grade(handed_in, results[chapter])
-    assert graded.possible == auto_points(chapter)
-    assert graded.total == (graded.possible if edition == "autograder" else 0)
+    if edition == "autograder":
+        assert_full_marks(graded, chapter)
+    else:
+        assert_zero_for_every_question(graded, chapter)
 
 
 def test_otter_alone_fails_in_colab(tmp_path):
