@@ -1,7 +1,10 @@
+import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import settings
@@ -22,30 +25,76 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-@pytest.fixture(scope="session")
-def book_html(tmp_path_factory) -> pathlib.Path:
-    """The HTML book, built once per test session with warnings as errors (tests/test_book.py),
-    for the tests that read what the book shows (the Jupyter edition, the assignments)."""
+BOOK_BUILD_TIMEOUT = 1200
+
+
+def build_book(out: pathlib.Path) -> str:
+    """Build the HTML book into ``out/_build/html`` with warnings as errors; "" if it built, else
+    the end of its log."""
     root = pathlib.Path(__file__).resolve().parents[1]
-    out = tmp_path_factory.mktemp("book")
     result = subprocess.run(
         [str(pathlib.Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--path-output", str(out),
          "-W", "-n", "--keep-going"],
-        capture_output=True, text=True, timeout=1200,
+        capture_output=True, text=True, timeout=BOOK_BUILD_TIMEOUT,
     )
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return "" if result.returncode == 0 else (result.stdout[-6000:] + result.stderr[-3000:] or "no output")
+
+
+@pytest.fixture(scope="session")
+def book_html(tmp_path_factory, request) -> pathlib.Path:
+    """The HTML book, built once per test run with warnings as errors (tests/test_book.py), for
+    the tests that read what the book shows (the Jupyter edition, the assignments, the PDF).
+
+    Under pytest-xdist the workers share one build: the first to ask makes the folder ``book``
+    beside their own temporary folders (os.mkdir either creates it or fails, atomically) and
+    builds; the others wait for its ``built.json``, which says whether it built and with what log."""
+    if not hasattr(request.config, "workerinput"):  # not a pytest-xdist worker
+        out = tmp_path_factory.mktemp("book")
+        log = build_book(out)
+        assert not log, log
+        return out / "_build" / "html"
+    out = tmp_path_factory.getbasetemp().parent / "book"
+    outcome = out.with_name("built.json")
+    try:
+        out.mkdir()
+    except FileExistsError:
+        deadline = time.monotonic() + BOOK_BUILD_TIMEOUT + 60
+        while not outcome.is_file():
+            assert time.monotonic() < deadline, f"another worker's build of the book wrote no {outcome}"
+            time.sleep(1)
+    else:
+        log = "the worker that built the book stopped with an error (its report has it)"
+        try:
+            log = build_book(out)
+        finally:
+            written = outcome.with_suffix(".partial")
+            written.write_text(json.dumps({"log": log}))
+            os.replace(written, outcome)  # atomic: a waiting worker reads all of it or nothing
+    log = json.loads(outcome.read_text())["log"]
+    assert not log, log
     return out / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def own_book_html(book_html, tmp_path_factory) -> pathlib.Path:
+    """A copy of the shared build for a module whose browser tests write probe pages beside the
+    book's pages (for their relative links): another worker reading the shared build meanwhile
+    (its pages listed with rglob) never meets them."""
+    copy = tmp_path_factory.mktemp("own-book") / "html"
+    shutil.copytree(book_html, copy)
+    return copy
 
 
 # pytest-xdist hands each file (--dist loadfile) to the next free worker in collection order
 # (--no-loadscope-reorder: not its default, most tests first, which left the few-test files that
 # run longest to the end, one worker busy while the other waited). The files that take longest in
-# a fresh clone's `make test --durations` go first, so that the last files to run are short.
+# a fresh clone's `make test --durations` go first, so that the last files to run are short. The
+# first file builds the book (book_html); the second needs no book, so that neither worker waits.
 LONGEST_FIRST = [
     "tests/test_assignments.py",   # otter grades every chapter, under six seeds
-    "tests/test_book.py",          # every page in Chromium at two widths (~120 s)
-    "tests/test_book_pdf.py",      # the one-page build printed by Chromium (~80 s)
     "tests/test_gpu_session.py",   # the GPU session rehearsed, a step run to its limit (~65 s)
+    "tests/test_book.py",          # every page in Chromium at two widths (~120 s)
+    "tests/test_book_pdf.py",      # the one-page book printed by Chromium (~60 s)
     "tests/test_without_triton.py",
     "chapters/14_4_sinks_and_caches.ipynb",
     "chapters/10_2_training.ipynb",

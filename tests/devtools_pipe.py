@@ -1,9 +1,9 @@
 """Headless Chromium driven over its DevTools protocol on a pipe, with no package to install.
 
-``Browser(chromium, width)`` opens a page, evaluates JavaScript, presses keys as trusted input
+``Browser(chromium, width, height)`` opens a page, evaluates JavaScript, presses keys as trusted input
 (``Input.dispatchKeyEvent``: Tab moves the focus, arrows move a slider or a select), switches
 print media on, and lists the page's requests and console errors. Used by
-tests/test_interactive_figures.py.
+tests/test_interactive_figures.py and tests/test_book.py.
 """
 import json
 import os
@@ -25,7 +25,7 @@ class Browser:
             "ArrowRight": ("ArrowRight", 39, None), "ArrowDown": ("ArrowDown", 40, None),
             " ": ("Space", 32, " "), "Enter": ("Enter", 13, "\r")}
 
-    def __init__(self, chromium: str, width: int):
+    def __init__(self, chromium: str, width: int, height: int = 1000):
         commands_read, self._commands = os.pipe()
         self._answers, answers_write = os.pipe()
 
@@ -48,7 +48,7 @@ class Browser:
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Page", "Network", "Runtime"):
             self.call(f"{domain}.enable", page=True)
-        self.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=1000,
+        self.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=height,
                   deviceScaleFactor=1, mobile=False)
 
     def _message(self, timeout: float = 60) -> dict:

@@ -8,14 +8,15 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
+import time
 import warnings
 from collections import Counter
 
 import pytest
 
 import book_pages
+from devtools_pipe import Browser
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -26,8 +27,8 @@ def toc_files() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def html(book_html) -> pathlib.Path:
-    return book_html  # built once per session (tests/conftest.py)
+def html(own_book_html) -> pathlib.Path:
+    return own_book_html  # built once per run (tests/conftest.py); Chromium's probes go beside its pages
 
 
 def test_every_chapter_in_the_toc_exists_and_every_chapter_is_in_the_toc():
@@ -244,7 +245,7 @@ DESKTOP, PHONE = 1400, 390
 # Run on load, after MathJax's first typeset and the fonts: open every toggle and
 # dropdown (a reader can), then measure code blocks, outputs, tables, equations and
 # figures against their own box and the article column, and the page against the
-# window. The JSON report is written into the DOM, which --dump-dom returns.
+# window. The JSON report is written into the DOM, where the test reads it.
 PROBE = r"""
 <script>
 (function () {
@@ -464,51 +465,53 @@ window.addEventListener("message", e => {{
 """
 
 
-def render(page: pathlib.Path, width: int, profiles: pathlib.Path) -> tuple[str, dict]:
-    """The page's DOM after headless Chromium has run its scripts, and the probe's report."""
-    # a fresh profile for each run: a browser still closing on a shared profile would take
-    # the next page over and the new process would exit at once, printing nothing
-    profile = tempfile.mkdtemp(dir=profiles)
+#: How long a page may take to load, typeset and report in the browser.
+PAGE_TIMEOUT = 120
+#: The height of a desktop browser's page in a 1000-px-high window (its bars take the rest), as
+#: headless Chromium's --window-size=W,1000 gives it
+VIEWPORT_HEIGHT = 857
+
+
+def render(page: pathlib.Path, width: int, browser: Browser) -> tuple[str, dict]:
+    """The page's DOM once the probe has reported, in ``browser`` (headless Chromium kept open
+    for every page at this width: a launch per page cost about a second more), and the report."""
     probe = page.with_name(f"{page.stem}.probe-{width}.html")  # beside the page: same relative links
     source = page.read_text()
     assert source.count("</body>") == 1 and source.count("<head>") == 1, page
     probe.write_text(source.replace("<head>", "<head>" + ERROR_CATCHER).replace("</body>", PROBE + "</body>"))
-    opened, window, flags = probe, width, []
+    opened = probe
     if width < 500:
-        flags = ["--hide-scrollbars"]  # a phone's scrollbars take no width
-        opened, window = page.with_name(f"{page.stem}.phone-{width}.html"), 600
+        opened = page.with_name(f"{page.stem}.phone-{width}.html")
         opened.write_text(PHONE_FRAME.format(src=probe.name, width=width))
     try:
-        result = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-             f"--user-data-dir={profile}", f"--window-size={window},1000", *flags,
-             "--virtual-time-budget=30000", "--dump-dom", opened.as_uri()],
-            capture_output=True, text=True, timeout=180,
-        )
+        browser.open(opened.as_uri(), timeout=PAGE_TIMEOUT)
+        deadline = time.monotonic() + PAGE_TIMEOUT
+        while (text := browser.evaluate("document.getElementById('layout-report')?.textContent")) is None:
+            assert time.monotonic() < deadline, f"{page.name} at {width} px: the probe wrote no report"
+            time.sleep(0.05)
+        dom = browser.evaluate("document.documentElement.outerHTML")
     finally:
         probe.unlink()
         opened.unlink(missing_ok=True)
-        shutil.rmtree(profile, ignore_errors=True)
-    assert result.returncode == 0, result.stderr[-2000:]
-    # the theme's scripts may add attributes (tabindex) to the report's <pre>
-    found = re.search(r'<pre id="layout-report"[^>]*>(.*?)</pre>', result.stdout, flags=re.S)
-    if not found:
-        errors = [line for line in result.stderr.splitlines() if "dbus" not in line]
-        raise AssertionError(f"{page.name} at {width} px: the probe wrote no report; the DOM has "
-                             f"{len(result.stdout)} characters; chromium said: {errors[-5:]}")
-    report = json.loads(html_module.unescape(found.group(1)))
+        browser.events.clear()  # the page's requests and console messages; the probe reports its errors
+    report = json.loads(text)
     assert "error" not in report, f"{page.name} at {width} px: the probe failed: {report['error']}"
     assert report["window"] == width, f"{page.name}: the window is {report['window']} px wide, not {width}"
-    return result.stdout, report
+    return dom, report
 
 
 @pytest.fixture(scope="module")
-def rendered(html, tmp_path_factory) -> dict:
+def rendered(html) -> dict:
     """(page name, width) -> (DOM, layout report), for every page of the book at both widths."""
-    profiles = tmp_path_factory.mktemp("chromium-profiles")
-    return {(name, width): render(html / f"{name}.html", width, profiles)
-            for name in ["intro", *toc_files()] for width in (DESKTOP, PHONE)}
+    # the phone's 390-px frame sits in a 600-px window (PHONE_FRAME); a phone's scrollbars take no width
+    browsers = {width: Browser(CHROMIUM, window, VIEWPORT_HEIGHT) for width, window in ((DESKTOP, DESKTOP), (PHONE, 600))}
+    try:
+        browsers[PHONE].call("Emulation.setScrollbarsHidden", page=True, hidden=True)
+        return {(name, width): render(html / f"{name}.html", width, browsers[width])
+                for name in ["intro", *toc_files()] for width in (DESKTOP, PHONE)}
+    finally:
+        for browser in browsers.values():
+            browser.close()
 
 
 def describe(items: list[dict], column: int | None = None) -> str:

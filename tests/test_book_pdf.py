@@ -29,7 +29,10 @@ def squeezed(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def pdf(tmp_path_factory):
+def pdf(tmp_path_factory, book_html):
+    """make pdf's one-page build and print. The build reads the pages from the environment of the
+    HTML build the other tests read (tests/conftest.py), as --all would read them anew: its page is
+    the same byte for byte, without reading 60 notebooks a second time."""
     try:
         chromium()
     except SystemExit as missing:
@@ -37,7 +40,8 @@ def pdf(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pdf")
     started = time.monotonic()
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "book_pdf.py"), "--out", str(folder / "book.pdf"),
-                             "--path-output", str(folder)], capture_output=True, text=True, timeout=1500)
+                             "--path-output", str(book_html.parent.parent), "--after-html-build"],
+                            capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     assert "WARNING" not in result.stdout + result.stderr, "the one-page build warned"
     print(f"make pdf's build and print: {time.monotonic() - started:.0f} s; {result.stdout.splitlines()[-1]}")

@@ -303,8 +303,8 @@ CHECKS = {"saturation": check_saturation, "mask-builder": check_mask_builder,
 @needs_chromium
 @pytest.mark.parametrize("width", [DESKTOP, PHONE])
 @pytest.mark.parametrize("page, figure, steps", SCENARIOS, ids=[s[1] for s in SCENARIOS])
-def test_every_control_moves_the_figure_as_attnlib_computes(book_html, page, figure, steps, width):
-    report = drive(book_html / f"{page}.html", figure, steps, width)
+def test_every_control_moves_the_figure_as_attnlib_computes(own_book_html, page, figure, steps, width):
+    report = drive(own_book_html / f"{page}.html", figure, steps, width)
     assert report["window"] == width
     assert report["inHost"], "the live figure did not take its static figure's place"
     assert not report["errors"], report["errors"]
@@ -339,8 +339,8 @@ def test_the_generator_draws_standard_normals_and_refuses_a_bad_seed():
 
 
 @pytest.mark.book
-def test_the_jupyter_edition_keeps_the_static_figures_and_drops_the_placeholders(book_html):
-    converter = jupyter_edition.Converter(jupyter_edition.Book(book_html), "chapters/04_softmax_saturation",
+def test_the_jupyter_edition_keeps_the_static_figures_and_drops_the_placeholders(own_book_html):
+    converter = jupyter_edition.Converter(jupyter_edition.Book(own_book_html), "chapters/04_softmax_saturation",
                                           jupyter_edition.book_url())
     notebook = json.loads((ROOT / "chapters" / "04_softmax_saturation.ipynb").read_text())
     converted = jupyter_edition.convert_notebook(notebook, converter)
@@ -380,10 +380,10 @@ KEYBOARD = [
 @pytest.mark.book
 @needs_chromium
 @pytest.mark.parametrize("page, figure, presses", KEYBOARD, ids=[k[1] for k in KEYBOARD])
-def test_every_control_works_from_the_keyboard_on_a_phone(book_html, page, figure, presses):
+def test_every_control_works_from_the_keyboard_on_a_phone(own_book_html, page, figure, presses):
     browser = Browser(CHROMIUM, PHONE)
     try:
-        browser.open((book_html / f"{page}.html").as_uri())
+        browser.open((own_book_html / f"{page}.html").as_uri())
         assert browser.evaluate("window.innerWidth") == PHONE
         browser.evaluate(HELPERS)
         root = f'document.querySelector(\'.live-figure[data-figure="{figure}"]\')'
@@ -426,11 +426,11 @@ SHOWN = """(() => {
 
 @pytest.mark.book
 @needs_chromium
-def test_on_screen_the_live_figure_and_in_print_the_static_one_under_the_same_caption(book_html):
+def test_on_screen_the_live_figure_and_in_print_the_static_one_under_the_same_caption(own_book_html):
     browser = Browser(CHROMIUM, DESKTOP)
     try:
         for page, figure, caption in PRINTED:
-            browser.open((book_html / f"{page}.html").as_uri())
+            browser.open((own_book_html / f"{page}.html").as_uri())
             for media, live, image in (("screen", True, False), ("print", False, True)):
                 browser.call("Emulation.setEmulatedMedia", page=True, media=media)
                 shown = browser.evaluate(SHOWN % figure)

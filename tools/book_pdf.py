@@ -1,6 +1,6 @@
 """The book as one PDF: what `make pdf` runs.
 
-    python tools/book_pdf.py [--out _build/html/book.pdf] [--path-output DIR]
+    python tools/book_pdf.py [--out _build/html/book.pdf] [--path-output DIR] [--after-html-build]
 
 The whole book is built on one HTML page (Sphinx's ``singlehtml`` builder, warnings as errors,
 into ``_build/singlehtml``), given a table of contents, and printed by headless Chromium with
@@ -56,9 +56,11 @@ def chromium() -> str:
     return found
 
 
-def build_single_page(jupyter_book: pathlib.Path, path_output: pathlib.Path) -> pathlib.Path:
-    """The whole book on one page, ``PATH_OUTPUT/_build/singlehtml/intro.html``; warnings are errors."""
-    result = subprocess.run([str(jupyter_book), "build", str(ROOT), "--builder", "singlehtml", "--all",
+def build_single_page(jupyter_book: pathlib.Path, path_output: pathlib.Path, fresh: bool = True) -> pathlib.Path:
+    """The whole book on one page, ``PATH_OUTPUT/_build/singlehtml/intro.html``; warnings are errors.
+    ``fresh``: every page read anew (``--all``); otherwise Sphinx takes the pages it has already
+    read from the environment in ``PATH_OUTPUT/_build/.doctrees``."""
+    result = subprocess.run([str(jupyter_book), "build", str(ROOT), "--builder", "singlehtml", *(["--all"] * fresh),
                              "--path-output", str(path_output), "-W", "-n", "--keep-going"], cwd=ROOT)
     if result.returncode:
         raise SystemExit(result.returncode)
@@ -132,11 +134,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "_build" / "html" / PDF_NAME)
     parser.add_argument("--path-output", type=pathlib.Path, default=ROOT,
                         help="where the one-page build goes: PATH_OUTPUT/_build/singlehtml (default: the book's _build)")
+    parser.add_argument("--after-html-build", action="store_true",
+                        help="PATH_OUTPUT holds a whole HTML build of this checkout, just made: read the pages "
+                             "from its environment instead of anew (the one-page book is the same, in seconds)")
     parser.add_argument("--jupyter-book", type=pathlib.Path,
                         default=pathlib.Path(sys.executable).with_name("jupyter-book"))
     args = parser.parse_args(argv)
     started = time.monotonic()
-    page = build_single_page(args.jupyter_book, args.path_output.resolve())
+    page = build_single_page(args.jupyter_book, args.path_output.resolve(), fresh=not args.after_html_build)
     built = time.monotonic()
     print_to_pdf(printable(page), args.out)
     print(f"[tools/book_pdf.py] {args.out} written: one-page build {built - started:.0f} s, "
