@@ -18,11 +18,13 @@ fraction of torch's, ``torch seconds / tiled seconds`` (higher is better;
 ``--profile`` prints, on one thread, the share of each torch operation in
 one tiled call (``torch.profiler``, forward and forward plus backward at the
 first ``--sizes``, 4096 by default) and the times behind the tiled path's
-choices, per ``(8, 256, 512)`` tile of scores: ``exp`` against ``exp2`` of
-the scores times ``log2 e``; the scores' matrix product in float32, into a
-fresh tensor or into a buffer reused from tile to tile, and in bfloat16.
-It measures thread CPU time, which other work on the machine inflates less
-than wall time. The stored run ends with the same profile at n = 4096.
+choices: per ``(8, 256, 512)`` tile of scores, ``exp`` against ``exp2`` of
+the scores times ``log2 e``, and the scores' matrix product in float32 and
+in bfloat16; per forward call, the minor page faults and the time of the
+tiled path as it is (each unit of work reuses its tile buffers), of the
+tiled path with a fresh tensor for every tile, and of torch. It measures
+thread CPU time, which other work on the machine inflates less than wall
+time. The stored run ends with the same profile at n = 4096.
 """
 from __future__ import annotations
 
@@ -30,8 +32,11 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import time
+from contextlib import nullcontext
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -89,6 +94,42 @@ def _median_cpu_ms(fn, calls: int = 21) -> float:
     return 1e3 * statistics.median(times)
 
 
+def _faults_and_cpu_ms(fn, calls: int = 5) -> tuple[int, float]:
+    """Median minor page faults and thread CPU milliseconds of ``fn()`` (after one call to warm up)."""
+    fn()
+    faults, times = [], []
+    for _ in range(calls):
+        before, start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.thread_time()
+        fn()
+        times.append(time.thread_time() - start)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return int(statistics.median(faults)), 1e3 * statistics.median(times)
+
+
+def _fresh_tensor(memory, name, shape, dtype):
+    """``_TileMemory.take`` as if there were no buffers: a new tensor for every tile."""
+    return torch.empty(shape, dtype=dtype, device=memory.device)
+
+
+def page_faults(n: int) -> dict:
+    """Minor page faults and thread CPU ms of one forward call at ``n``, on one thread."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, HEADS, n, WIDTH) for _ in range(3))
+    calls = {"tiled": lambda: tiled.attention(q, k, v),
+             "tiled, a fresh tensor per tile": lambda: tiled.attention(q, k, v),
+             "torch": lambda: F.scaled_dot_product_attention(q, k, v)}
+    print(f"forward at n = {n}, one thread: minor page faults and thread CPU ms per call (median of 5)")
+    found = {}
+    with torch.no_grad():
+        for name, fn in calls.items():
+            fresh = name.startswith("tiled, a fresh")
+            with mock.patch.object(tiled._TileMemory, "take", _fresh_tensor) if fresh else nullcontext():
+                faults, ms = _faults_and_cpu_ms(fn)
+            found[name] = {"page_faults": faults, "cpu_ms": ms}
+            print(f"  {name:>30} {faults:7d} faults {ms:8.1f} ms")
+    return found
+
+
 def profile(n: int) -> dict:
     """Where one tiled call's time goes, and the per-tile times behind its choices, on one thread.
 
@@ -104,13 +145,11 @@ def profile(n: int) -> dict:
         tile = torch.randn(HEADS, block_q, block_k)
         query, key = torch.randn(HEADS, block_q, WIDTH), torch.randn(HEADS, block_k, WIDTH)
         query16, key16 = query.bfloat16(), key.bfloat16()
-        buffer = torch.empty_like(tile)
         per_tile = {
             "clone": lambda: tile.clone(),
             "clone, exp_": lambda: tile.clone().exp_(),
             "clone, mul_(log2 e), exp2_": lambda: tile.clone().mul_(tiled.LOG2_E).exp2_(),
             "scores bmm, float32": lambda: torch.bmm(query, key.mT),
-            "scores bmm into a buffer": lambda: torch.bmm(query, key.mT, out=buffer),
             "scores bmm, bfloat16": lambda: torch.bmm(query16, key16.mT),
         }
         print(f"one {tuple(tile.shape)} tile of scores, median thread CPU ms of 21 calls:")
@@ -118,6 +157,7 @@ def profile(n: int) -> dict:
         for name, fn in per_tile.items():
             tile_ms[name] = _median_cpu_ms(fn)
             print(f"  {name:>26} {tile_ms[name]:7.3f} ms")
+        faults = page_faults(n)
         shares = {}
         torch.manual_seed(0)
         for backward in (False, True):
@@ -135,7 +175,9 @@ def profile(n: int) -> dict:
     finally:
         torch.set_num_threads(threads)
     return {"n": n, "threads": 1, "tile": list(tile.shape), "tile_ms": tile_ms,
-            "time": "median thread CPU time of 21 calls (tile_ms); torch.profiler self time (shares)",
+            "forward_calls": faults,
+            "time": "median thread CPU time of 21 calls (tile_ms), of 5 (forward_calls); "
+                    "torch.profiler self time (shares)",
             "shares": shares}
 
 
