@@ -70,8 +70,10 @@ DEFAULT_BLOCK_Q = 256
 #: Keys per tile.
 DEFAULT_BLOCK_K = 512
 #: ``backend="auto"`` leaves problems with fewer scores per head than this
-#: (a 1024 x 1024 score matrix) to the naive path, whose one step is then cheap.
-AUTO_MIN_SCORES_PER_HEAD = 1024 * 1024
+#: (a 128 x 128 score matrix) to the naive path: below it the naive path's one
+#: step is at least as fast as the tiled path's loop, above it slower
+#: (``benchmarks/tiled_vs_torch.py`` times both, from 16 x 16 to 512 x 512).
+AUTO_MIN_SCORES_PER_HEAD = 128 * 128
 #: log2(e), so that e^x = 2^(x log2 e) (see _exp_)
 LOG2_E = math.log2(math.e)
 

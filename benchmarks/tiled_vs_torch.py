@@ -15,6 +15,10 @@ fraction of torch's, ``torch seconds / tiled seconds`` (higher is better;
 1.0 is parity), with the CPU, the thread count and the load average. Writes
 ``attnlib/results/tiled_vs_torch.json``, which Chapter 8's table reads.
 
+The run also times the naive and the tiled path on small problems, n = 16
+to 512 (forward, H = 8, d = 64, median of 21 calls taking turns), where
+``backend="auto"`` chooses between them (``tiled.AUTO_MIN_SCORES_PER_HEAD``).
+
 ``--profile`` prints, on one thread, the share of each torch operation in
 one tiled call (``torch.profiler``, forward and forward plus backward at the
 first ``--sizes``, 4096 by default) and the times behind the tiled path's
@@ -41,6 +45,7 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
+import attnlib
 from attnlib import stored_results, tiled
 from measure import machine
 
@@ -49,6 +54,8 @@ HEADS, WIDTH = 8, 64
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 PASSES = ("forward", "forward+backward")
 LENGTHS = [1024, 2048, 4096, 8192]
+#: n for the naive path against the tiled path, around auto's threshold
+SMALL_LENGTHS = [16, 32, 64, 128, 256, 512]
 #: The issue's goals, tiled/torch throughput for n = 1024 ... 8192.
 GOALS = {"forward": 0.9, "forward+backward": 0.7}
 
@@ -82,6 +89,30 @@ def compare(n: int, dtype: torch.dtype, causal: bool, backward: bool, calls: int
     return {"n": n, "dtype": str(dtype).removeprefix("torch."), "causal": causal,
             "pass": PASSES[backward], "calls": calls, "tiled_seconds": tiled_s, "torch_seconds": torch_s,
             "ratio": torch_s / tiled_s, "load_average_1min": round(os.getloadavg()[0], 2)}
+
+
+def small_problems(calls: int = 21) -> list[dict]:
+    """Median ms of the naive and the tiled forward on ``(1, 8, n, 64)`` for each small n, in turns."""
+    rows = []
+    print(f"naive and tiled forward, H = {HEADS}, d = {WIDTH}, median of {calls} calls in turns:")
+    for n in SMALL_LENGTHS:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(1, HEADS, n, WIDTH) for _ in range(3))
+        paths = {path: (lambda path=path: attnlib.scaled_dot_product_attention(q, k, v, backend=path))
+                 for path in ("naive", "tiled")}
+        times = {path: [] for path in paths}
+        with torch.no_grad():
+            for fn in paths.values():
+                fn()
+            for call in range(calls):
+                for path in (list(paths) if call % 2 == 0 else list(paths)[::-1]):
+                    start = time.perf_counter()
+                    paths[path]()
+                    times[path].append(time.perf_counter() - start)
+        row = {"n": n, **{f"{path}_ms": 1e3 * statistics.median(times[path]) for path in paths}}
+        rows.append(row)
+        print(f"  n={n:<4} naive {row['naive_ms']:7.3f} ms  tiled {row['tiled_ms']:7.3f} ms")
+    return rows
 
 
 def _median_cpu_ms(fn, calls: int = 21) -> float:
@@ -216,6 +247,7 @@ def main():
                           f"tiled {row['tiled_seconds']:7.3f} s  torch {row['torch_seconds']:7.3f} s  "
                           f"ratio {row['ratio']:.2f} ({'met' if row['ratio'] >= goal else 'below'} "
                           f"{goal})  load {row['load_average_1min']}", flush=True)
+    small = small_problems() if store else None
     where_time_goes = profile(4096) if store else None
     at_end = machine()
     print(f"load average at the end: {at_end['load_average_1min']}")
@@ -224,7 +256,7 @@ def main():
             "machine": at_start, "load_average_1min_at_end": at_end["load_average_1min"],
             "heads": HEADS, "width": WIDTH, "batch": 1, "goals": GOALS,
             "time": "median seconds per call, tiled and torch taking turns in one process",
-            "rows": rows, "profile": where_time_goes}, indent=1) + "\n")
+            "rows": rows, "naive_vs_tiled": small, "profile": where_time_goes}, indent=1) + "\n")
         print(f"wrote {RESULTS.name}")
 
 
