@@ -33,13 +33,15 @@ rather than ``L * S``; tiles the band's edge crosses are masked. A sink
 ``dL/ds = -sum_i p_sink(i) D_i`` with ``p_sink = exp(s - lse)`` needs only the
 saved ``lse`` and the rows' ``D`` (see :func:`sink_gradient`).
 
-In bfloat16 the scores, the running state and ``dP = dO V^T`` are
-float32, but the products whose first factor is a tile of weights or of
-score gradients (``P V``, ``P^T dO``, ``dS^T Q``, ``dS K``) multiply
-bfloat16 numbers where the hardware has bfloat16 matrix instructions
+In bfloat16 the forward pass computes everything in float32, so that
+its output is off by one final rounding only, as Chapter 5 states. The
+backward pass's three products whose first factor is a tile of weights or
+of score gradients (``P^T dO``, ``dS^T Q``, ``dS K``) multiply bfloat16
+numbers where the hardware has bfloat16 matrix instructions
 (:func:`product_dtype`): ``P`` and ``dS`` are rounded to bfloat16 first, as
 FlashAttention does on a GPU and torch's own CPU kernel does, and each
-tile's product comes back in bfloat16 before it is added to its float32 sum.
+tile's product comes back in bfloat16 before it is added to its float32
+sum, one rounding more per tile.
 
 Grouped-query attention never copies keys or values per query head: the
 ``G = Hq / Hkv`` query heads that share a key/value head are stacked as
@@ -79,7 +81,7 @@ LOG2_E = math.log2(math.e)
 
 
 def product_dtype(input_dtype: torch.dtype, compute_dtype: torch.dtype, device: torch.device) -> torch.dtype:
-    """The dtype of the products ``P V``, ``P^T dO``, ``dS^T Q`` and ``dS K``.
+    """The dtype of the backward pass's products ``P^T dO``, ``dS^T Q`` and ``dS K``.
 
     bfloat16 for bfloat16 inputs where the hardware multiplies bfloat16
     matrices natively: a GPU, or a CPU with AVX512-BF16 or AMX. On other
@@ -401,7 +403,7 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int):
         weights = _exp_(scores.sub_(shift))  # in place of the scores
         l = l * correction + weights.sum(dim=-1, keepdim=True)  # (eq. 8.3)
         # (eq. 8.4): acc = acc * correction + weights @ value
-        acc = _add_product_(acc.mul_(correction), weights, value, tiles.product_dtype)
+        acc = acc.mul_(correction).baddbmm_(weights, value)
         m = m_new
     # (eq. 8.5); a row that saw no allowed key has acc = 0 and l = 0
     # (or 1 with a sink), and its output stays 0.
