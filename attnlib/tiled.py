@@ -393,8 +393,8 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int):
     memory = _TileMemory(device)
     for j0, j1 in tiles.key_blocks(i0, i1, block_k):
         key, value = tiles.key_value_block(j0, j1)
-        scores = memory.take("scores", (n, rows, j1 - j0), dtype)
-        scores = tiles.cap_scores(torch.bmm(query, key.mT, out=scores))  # (N, G*bq, bk)
+        scores = memory.take("scores", (n, rows, j1 - j0), dtype)  # (N, G*bq, bk)
+        scores = tiles.cap_scores(torch.bmm(query, key.mT, out=scores))
         scores = tiles.mask_scores(scores, i0, i1, j0, j1)
         # (eq. 8.2): the running maximum
         m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
@@ -488,7 +488,8 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int,
     weights = _exp_(scores.sub_(block_lse))
     # dS = P * (dP - D), dP = dO V^T
     grad_scores = memory.take("score gradients", shape, tiles.dtype)
-    grad_scores = torch.bmm(grad_out, value.mT, out=grad_scores).sub_(block_row_term).mul_(weights)
+    grad_scores = torch.bmm(grad_out, value.mT, out=grad_scores)
+    grad_scores = grad_scores.sub_(block_row_term).mul_(weights)
     if cap_slope is not None:  # through the cap, to the uncapped scores
         grad_scores = grad_scores.mul_(cap_slope)
     return key, weights, grad_scores
@@ -564,11 +565,13 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int,
                 _, query, grad_out, *_ = block = rows_of(i0, i1)
                 key, weights, grad_scores = _tile_gradients(
                     heads, block, i0, i1, j0, end, memory)
-                _add_product_(dv[:, : end - j0], weights.mT, grad_out, factors)  # += P^T dO
-                _add_product_(dk[:, : end - j0], grad_scores.mT, query, factors)  # += dS^T Q
-                grad_query[rows, :, i0:i1] += _product(grad_scores, key, factors).view(
-                    n, tiles.group, i1 - i0, -1)
-            grad_key[rows, j0:j1], grad_value[rows, j0:j1] = dk.mul_(tiles.scale), dv
+                seen = slice(0, end - j0)
+                _add_product_(dv[:, seen], weights.mT, grad_out, factors)  # P^T dO
+                _add_product_(dk[:, seen], grad_scores.mT, query, factors)  # dS^T Q
+                grad_query[rows, :, i0:i1] += _product(
+                    grad_scores, key, factors).view(n, tiles.group, i1 - i0, -1)
+            grad_key[rows, j0:j1] = dk.mul_(tiles.scale)
+            grad_value[rows, j0:j1] = dv
 
     heads_per_part = -(-tiles.rows // torch.get_num_threads())  # one per core
     parts = range(0, tiles.rows, heads_per_part)
