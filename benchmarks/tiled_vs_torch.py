@@ -28,7 +28,7 @@ in bfloat16; per forward call, the minor page faults and the time of the
 tiled path as it is (each unit of work reuses its tile buffers), of the
 tiled path with a fresh tensor for every tile, and of torch. It measures
 thread CPU time, which other work on the machine inflates less than wall
-time. The stored run ends with the same profile at n = 4096.
+time. The stored run ends with the same profile at n = 1024 and 4096.
 """
 from __future__ import annotations
 
@@ -56,6 +56,10 @@ PASSES = ("forward", "forward+backward")
 LENGTHS = [1024, 2048, 4096, 8192]
 #: n for the naive path against the tiled path, around auto's threshold
 SMALL_LENGTHS = [16, 32, 64, 128, 256, 512]
+#: n of the stored run's profiles: the largest gap to torch, and a large problem
+PROFILED_LENGTHS = [1024, 4096]
+#: torch operations that are the tiles' matrix products
+MATRIX_PRODUCTS = ("aten::bmm", "aten::baddbmm_", "aten::addmm_")
 #: The issue's goals, tiled/torch throughput for n = 1024 ... 8192.
 GOALS = {"forward": 0.9, "forward+backward": 0.7}
 
@@ -189,7 +193,7 @@ def profile(n: int) -> dict:
             tile_ms[name] = _median_cpu_ms(fn)
             print(f"  {name:>26} {tile_ms[name]:7.3f} ms")
         faults = page_faults(n)
-        shares = {}
+        shares, products_ms = {}, {}
         torch.manual_seed(0)
         for backward in (False, True):
             q, k, v = (torch.randn(1, HEADS, n, WIDTH, requires_grad=backward) for _ in range(3))
@@ -203,10 +207,14 @@ def profile(n: int) -> dict:
             for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]:
                 shares[PASSES[backward]][e.key] = e.self_cpu_time_total / total
                 print(f"  {e.key:>32} {100 * e.self_cpu_time_total / total:5.1f}%  ({e.count} calls)")
+            products_ms[PASSES[backward]] = sum(
+                e.self_cpu_time_total for e in events if e.key in MATRIX_PRODUCTS) / 1e3
+        print(f"the tiled forward's matrix products alone: {products_ms['forward']:.1f} ms; "
+              f"torch's whole forward: {faults['torch']['cpu_ms']:.1f} ms")
     finally:
         torch.set_num_threads(threads)
     return {"n": n, "threads": 1, "tile": list(tile.shape), "tile_ms": tile_ms,
-            "forward_calls": faults,
+            "forward_calls": faults, "matrix_products_ms": products_ms,
             "time": "median thread CPU time of 21 calls (tile_ms), of 5 (forward_calls); "
                     "torch.profiler self time (shares)",
             "shares": shares}
@@ -248,7 +256,7 @@ def main():
                           f"ratio {row['ratio']:.2f} ({'met' if row['ratio'] >= goal else 'below'} "
                           f"{goal})  load {row['load_average_1min']}", flush=True)
     small = small_problems() if store else None
-    where_time_goes = profile(4096) if store else None
+    where_time_goes = {n: profile(n) for n in PROFILED_LENGTHS} if store else None
     at_end = machine()
     print(f"load average at the end: {at_end['load_average_1min']}")
     if store:
@@ -256,7 +264,7 @@ def main():
             "machine": at_start, "load_average_1min_at_end": at_end["load_average_1min"],
             "heads": HEADS, "width": WIDTH, "batch": 1, "goals": GOALS,
             "time": "median seconds per call, tiled and torch taking turns in one process",
-            "rows": rows, "naive_vs_tiled": small, "profile": where_time_goes}, indent=1) + "\n")
+            "rows": rows, "naive_vs_tiled": small, "profiles": where_time_goes}, indent=1) + "\n")
         print(f"wrote {RESULTS.name}")
 
 
