@@ -66,9 +66,11 @@ SUPPORTS_WINDOW = True
 SUPPORTS_SINKS = True
 #: Query rows per tile (per query head). With ``DEFAULT_BLOCK_K`` this pair
 #: is within a few percent of the fastest on a 2-core CPU in
-#: ``benchmarks/tiled_block_sizes.py``, with a smaller tile than the larger
-#: pairs there: 4 MiB of fp32 scores for 8 heads.
-DEFAULT_BLOCK_Q = 256
+#: ``benchmarks/tiled_block_sizes.py`` (2 MiB of fp32 scores for 8 heads), and
+#: it gives the cores more query blocks to share than 256 rows would: a causal
+#: mask makes the blocks unequal, and grouped-query heads stack ``G`` times
+#: as many rows into each tile.
+DEFAULT_BLOCK_Q = 128
 #: Keys per tile.
 DEFAULT_BLOCK_K = 512
 #: ``backend="auto"`` leaves problems with fewer scores per head than this
