@@ -74,10 +74,11 @@ DEFAULT_BLOCK_Q = 128
 #: Keys per tile.
 DEFAULT_BLOCK_K = 512
 #: ``backend="auto"`` leaves problems with fewer scores per head than this
-#: (a 128 x 128 score matrix) to the naive path: below it the naive path's one
-#: step is at least as fast as the tiled path's loop, above it slower
-#: (``benchmarks/tiled_vs_torch.py`` times both, from 16 x 16 to 512 x 512).
-AUTO_MIN_SCORES_PER_HEAD = 128 * 128
+#: (a 512 x 512 score matrix) to the naive path: from there on the tiled path
+#: is faster with and without a causal mask or grouped-query heads, below it
+#: the two are close and the naive path often faster
+#: (``benchmarks/tiled_vs_torch.py`` times both, from 64 x 64 to 1024 x 1024).
+AUTO_MIN_SCORES_PER_HEAD = 512 * 512
 #: log2(e), so that e^x = 2^(x log2 e) (see _exp_)
 LOG2_E = math.log2(math.e)
 

@@ -15,9 +15,12 @@ fraction of torch's, ``torch seconds / tiled seconds`` (higher is better;
 1.0 is parity), with the CPU, the thread count and the load average. Writes
 ``attnlib/results/tiled_vs_torch.json``, which Chapter 8's table reads.
 
-The run also times the naive and the tiled path on small problems, n = 16
-to 512 (forward, H = 8, d = 64, median of 21 calls taking turns), where
-``backend="auto"`` chooses between them (``tiled.AUTO_MIN_SCORES_PER_HEAD``).
+The run begins by timing the naive and the tiled path on small problems,
+n = 64 to 1024 (forward, H = 8, d = 64, without and with the causal mask,
+median of 21 calls taking turns), where ``backend="auto"`` chooses between
+them (``tiled.AUTO_MIN_SCORES_PER_HEAD``): first, while the process is as
+fresh as a reader's, since what the C allocator has kept from large
+problems changes the naive path's time on small ones.
 
 ``--profile`` prints, on one thread, the share of each torch operation in
 one tiled call (``torch.profiler``, forward and forward plus backward at the
@@ -55,7 +58,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 PASSES = ("forward", "forward+backward")
 LENGTHS = [1024, 2048, 4096, 8192]
 #: n for the naive path against the tiled path, around auto's threshold
-SMALL_LENGTHS = [16, 32, 64, 128, 256, 512]
+SMALL_LENGTHS = [64, 128, 256, 512, 1024]
 #: n of the stored run's profiles: the largest gap to torch, and a large problem
 PROFILED_LENGTHS = [1024, 4096]
 #: torch operations that are the tiles' matrix products
@@ -99,11 +102,11 @@ def small_problems(calls: int = 21) -> list[dict]:
     """Median ms of the naive and the tiled forward on ``(1, 8, n, 64)`` for each small n, in turns."""
     rows = []
     print(f"naive and tiled forward, H = {HEADS}, d = {WIDTH}, median of {calls} calls in turns:")
-    for n in SMALL_LENGTHS:
+    for n, causal in ((n, causal) for n in SMALL_LENGTHS for causal in (False, True)):
         torch.manual_seed(0)
         q, k, v = (torch.randn(1, HEADS, n, WIDTH) for _ in range(3))
-        paths = {path: (lambda path=path: attnlib.scaled_dot_product_attention(q, k, v, backend=path))
-                 for path in ("naive", "tiled")}
+        paths = {path: (lambda path=path: attnlib.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, backend=path)) for path in ("naive", "tiled")}
         times = {path: [] for path in paths}
         with torch.no_grad():
             for fn in paths.values():
@@ -113,9 +116,11 @@ def small_problems(calls: int = 21) -> list[dict]:
                     start = time.perf_counter()
                     paths[path]()
                     times[path].append(time.perf_counter() - start)
-        row = {"n": n, **{f"{path}_ms": 1e3 * statistics.median(times[path]) for path in paths}}
+        row = {"n": n, "causal": causal,
+               **{f"{path}_ms": 1e3 * statistics.median(times[path]) for path in paths}}
         rows.append(row)
-        print(f"  n={n:<4} naive {row['naive_ms']:7.3f} ms  tiled {row['tiled_ms']:7.3f} ms")
+        print(f"  n={n:<4} {'causal' if causal else '':>6} naive {row['naive_ms']:7.3f} ms  "
+              f"tiled {row['tiled_ms']:7.3f} ms")
     return rows
 
 
@@ -236,6 +241,7 @@ def main():
     lengths = args.sizes or ([512, 1024] if args.quick else LENGTHS)
     store = not args.quick and lengths == LENGTHS and args.dtypes == list(DTYPES)
     at_start = machine()
+    small = small_problems() if store else None
     print(f"cpu: {at_start['cpu']}, {at_start['cores']} cores, torch {at_start['torch']} with "
           f"{at_start['torch_threads']} threads; load average {at_start['load_average_1min']}")
     print("tiled/torch throughput (torch s / tiled s; median of "
@@ -255,7 +261,6 @@ def main():
                           f"tiled {row['tiled_seconds']:7.3f} s  torch {row['torch_seconds']:7.3f} s  "
                           f"ratio {row['ratio']:.2f} ({'met' if row['ratio'] >= goal else 'below'} "
                           f"{goal})  load {row['load_average_1min']}", flush=True)
-    small = small_problems() if store else None
     where_time_goes = {n: profile(n) for n in PROFILED_LENGTHS} if store else None
     at_end = machine()
     print(f"load average at the end: {at_end['load_average_1min']}")
