@@ -27,9 +27,11 @@ one tiled call (``torch.profiler``, forward and forward plus backward at the
 first ``--sizes``, 4096 by default) and the times behind the tiled path's
 choices: per ``(8, 256, 512)`` tile of scores, ``exp`` against ``exp2`` of
 the scores times ``log2 e``, and the scores' matrix product in float32 and
-in bfloat16; per forward call, the minor page faults and the time of the
-tiled path as it is (each unit of work reuses its tile buffers), of the
-tiled path with a fresh tensor for every tile, and of torch. It measures
+in bfloat16; per forward call, in a fresh process (what the C allocator
+keeps from earlier large problems changes the count), the minor page
+faults and the time of the tiled path as it is (each unit of work reuses
+its tile buffers), of the tiled path with a fresh tensor for every tile,
+and of torch. It measures
 thread CPU time, which other work on the machine inflates less than wall
 time. The stored run ends with the same profile at n = 1024 and 4096.
 """
@@ -41,6 +43,8 @@ import math
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from contextlib import nullcontext
 from unittest import mock
@@ -170,6 +174,15 @@ def page_faults(n: int) -> dict:
     return found
 
 
+def page_faults_in_a_fresh_process(n: int) -> dict:
+    """:func:`page_faults` in a new process, whose allocator has kept nothing from larger problems."""
+    completed = subprocess.run([sys.executable, __file__, "--page-faults", str(n)], capture_output=True,
+                               text=True, check=True)
+    *table, found = completed.stdout.strip().splitlines()
+    print("\n".join(table))
+    return json.loads(found)
+
+
 def profile(n: int) -> dict:
     """Where one tiled call's time goes, and the per-tile times behind its choices, on one thread.
 
@@ -197,7 +210,7 @@ def profile(n: int) -> dict:
         for name, fn in per_tile.items():
             tile_ms[name] = _median_cpu_ms(fn)
             print(f"  {name:>26} {tile_ms[name]:7.3f} ms")
-        faults = page_faults(n)
+        faults = page_faults_in_a_fresh_process(n)
         shares, products_ms = {}, {}
         torch.manual_seed(0)
         for backward in (False, True):
@@ -232,9 +245,15 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", help="these n only; results are not stored")
     parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES),
                         help="these dtypes only; results are not stored unless both")
+    parser.add_argument("--page-faults", type=int, metavar="N",
+                        help="page faults and CPU time of forward calls at N, one thread, as JSON; not stored")
     parser.add_argument("--profile", action="store_true",
                         help="where one tiled call's time goes, on one thread; not stored")
     args = parser.parse_args()
+    if args.page_faults:
+        torch.set_num_threads(1)
+        print(json.dumps(page_faults(args.page_faults)))
+        return
     if args.profile:
         profile((args.sizes or [4096])[0])
         return
