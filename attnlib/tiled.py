@@ -75,8 +75,8 @@ DEFAULT_BLOCK_Q = 128
 DEFAULT_BLOCK_K = 512
 #: ``backend="auto"`` leaves problems with fewer scores per head than this
 #: (a 512 x 512 score matrix) to the naive path: from there on the tiled path
-#: is faster by a wide margin, with and without a causal mask; below it
-#: neither path is consistently faster
+#: is faster by a wide margin, with and without a causal mask; below it the
+#: margins are small and vary from run to run
 #: (``benchmarks/tiled_vs_torch.py`` times both, from 64 x 64 to 1024 x 1024).
 AUTO_MIN_SCORES_PER_HEAD = 512 * 512
 #: log2(e), so that e^x = 2^(x log2 e) (see _exp_)
