@@ -33,6 +33,16 @@ rather than ``L * S``; tiles the band's edge crosses are masked. A sink
 ``dL/ds = -sum_i p_sink(i) D_i`` with ``p_sink = exp(s - lse)`` needs only the
 saved ``lse`` and the rows' ``D`` (see :func:`sink_gradient`).
 
+In bfloat16 the forward pass computes everything in float32, so that
+its output is off by one final rounding only, as Chapter 5 states. The
+backward pass's three products whose first factor is a tile of weights or
+of score gradients (``P^T dO``, ``dS^T Q``, ``dS K``) multiply bfloat16
+numbers where the hardware has bfloat16 matrix instructions
+(:func:`product_dtype`): ``P`` and ``dS`` are rounded to bfloat16 first, as
+FlashAttention does on a GPU and torch's own CPU kernel does, and each
+tile's product comes back in bfloat16 before it is added to its float32
+sum, one rounding more per tile.
+
 Grouped-query attention never copies keys or values per query head: the
 ``G = Hq / Hkv`` query heads that share a key/value head are stacked as
 extra rows of one matrix, ``(Hkv, G*block_q, E)``, which multiplies that
@@ -56,16 +66,39 @@ SUPPORTS_WINDOW = True
 SUPPORTS_SINKS = True
 #: Query rows per tile (per query head). With ``DEFAULT_BLOCK_K`` this pair
 #: is within a few percent of the fastest on a 2-core CPU in
-#: ``benchmarks/tiled_block_sizes.py``, with a smaller tile than the larger
-#: pairs there: 4 MiB of fp32 scores for 8 heads.
-DEFAULT_BLOCK_Q = 256
+#: ``benchmarks/tiled_block_sizes.py`` (2 MiB of fp32 scores for 8 heads), and
+#: it gives the cores more query blocks to share than 256 rows would: a causal
+#: mask makes the blocks unequal, and grouped-query heads stack ``G`` times
+#: as many rows into each tile.
+DEFAULT_BLOCK_Q = 128
 #: Keys per tile.
 DEFAULT_BLOCK_K = 512
 #: ``backend="auto"`` leaves problems with fewer scores per head than this
-#: (a 1024 x 1024 score matrix) to the naive path, whose one step is then cheap.
-AUTO_MIN_SCORES_PER_HEAD = 1024 * 1024
+#: (a 512 x 512 score matrix) to the naive path: from there on the tiled path
+#: is faster by a wide margin, with and without a causal mask; below it the
+#: margins are small and vary from run to run
+#: (``benchmarks/tiled_vs_torch.py`` times both, from 64 x 64 to 1024 x 1024).
+AUTO_MIN_SCORES_PER_HEAD = 512 * 512
 #: log2(e), so that e^x = 2^(x log2 e) (see _exp_)
 LOG2_E = math.log2(math.e)
+
+
+def product_dtype(input_dtype: torch.dtype, compute_dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype of the backward pass's products ``P^T dO``, ``dS^T Q`` and ``dS K``.
+
+    bfloat16 for bfloat16 inputs where the hardware multiplies bfloat16
+    matrices natively: a GPU, or a CPU with AVX512-BF16 or AMX. On other
+    CPUs torch's bfloat16 matrix product is emulated and can take many times
+    as long as a float32 one, so there, as for every other input dtype, the
+    products are in the compute dtype.
+    """
+    if input_dtype != torch.bfloat16:
+        return compute_dtype
+    if device.type != "cpu":
+        return torch.bfloat16
+    native = (getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)()
+              or getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
+    return torch.bfloat16 if native else compute_dtype
 
 
 def unsupported_reason(problem: AttentionProblem) -> str | None:
@@ -115,6 +148,7 @@ class _Tiles:
             query, key, value = query[None], key[None], value[None]
         self.problem = problem
         self.dtype = problem.compute_dtype
+        self.product_dtype = product_dtype(query.dtype, self.dtype, query.device)
         self.scale = problem.scale
         self.group = problem.group_size
         self.batch_shape = query.shape[:-3]
@@ -179,6 +213,11 @@ class _Tiles:
         Shape ``(N, G*bq, E)``.
         """
         block = self.query[:, :, i0:i1].to(self.dtype) * self.scale
+        return block.reshape(self.rows, -1, block.shape[-1])
+
+    def query_rows(self, i0: int, i1: int) -> torch.Tensor:
+        """``Q`` rows ``i0:i1`` (not scaled) in the product dtype, stacked like :meth:`query_block`."""
+        block = self.query[:, :, i0:i1].to(self.product_dtype)
         return block.reshape(self.rows, -1, block.shape[-1])
 
     def key_value_block(self, j0: int, j1: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -306,6 +345,42 @@ def _exp_(x: torch.Tensor) -> torch.Tensor:
     return x.mul_(LOG2_E).exp2_()
 
 
+def _product(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``a @ b`` with both factors in ``dtype`` (see :func:`product_dtype`)."""
+    return a.to(dtype) @ b.to(dtype)
+
+
+def _add_product_(total: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``total += a @ b`` in place, the factors in ``dtype`` and the sum in ``total``'s dtype."""
+    if dtype == total.dtype:
+        return total.baddbmm_(a, b)
+    return total.add_(_product(a, b, dtype))
+
+
+class _TileMemory:
+    """Buffers that every tile of one unit of work (a query block; a part of the heads) writes into.
+
+    A tile of scores is a megabyte or more. Given a fresh tensor for every
+    tile, the C allocator hands each freed block back to the operating
+    system and the next tile faults it in again, page by page: on this
+    book's 2-core machine that doubled the time of the product that fills
+    it (Chapter 8 measures it). Allocated once and reused, the memory stays
+    mapped and, for a small enough tile, in the core's cache.
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.buffers: dict[str, torch.Tensor] = {}
+
+    def take(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """A tensor of ``shape`` and ``dtype`` in buffer ``name``, which grows to the largest asked for."""
+        count = math.prod(shape)
+        buffer = self.buffers.get(name)
+        if buffer is None or buffer.numel() < count or buffer.dtype != dtype:
+            buffer = self.buffers[name] = torch.empty(shape, dtype=dtype, device=self.device)
+        return buffer.view(-1)[:count].view(shape)
+
+
 def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int):
     """Query rows ``i0:i1`` against all their key blocks.
 
@@ -318,9 +393,11 @@ def _attend_query_block(tiles: _Tiles, i0: int, i1: int, block_k: int):
     # Before any key: m = -inf, l = 0, acc = 0 (with a sink: m = s, l = 1).
     m, l = tiles.starting_state(i0, i1)
     acc = torch.zeros((n, rows, value_dim), dtype=dtype, device=device)
+    memory = _TileMemory(device)
     for j0, j1 in tiles.key_blocks(i0, i1, block_k):
         key, value = tiles.key_value_block(j0, j1)
-        scores = tiles.cap_scores(query @ key.mT)  # (N, G*bq, bk)
+        scores = memory.take("scores", (n, rows, j1 - j0), dtype)  # (N, G*bq, bk)
+        scores = tiles.cap_scores(torch.bmm(query, key.mT, out=scores))
         scores = tiles.mask_scores(scores, i0, i1, j0, j1)
         # (eq. 8.2): the running maximum
         m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
@@ -394,15 +471,17 @@ def _forward(tiles: _Tiles, block_q: int, block_k: int):
 
 
 def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int,
-                    j1: int):
+                    j1: int, memory: _TileMemory):
     """Recompute tile ``(i, j)``: key block, weights ``P``, gradients ``dS``.
 
-    ``P`` and ``dS`` are ``(N, G*bq, bk)``; ``rows`` holds query block
-    ``i``'s ``scale * Q``, ``dO``, ``lse`` and ``D``.
+    ``P`` and ``dS`` are ``(N, G*bq, bk)``, in ``memory``; ``rows`` holds
+    query block ``i``'s ``scale * Q``, ``Q``, ``dO``, ``lse`` and ``D``.
     """
-    query, grad_out, block_lse, block_row_term = rows
+    query, _, grad_out, block_lse, block_row_term = rows
     key, value = tiles.key_value_block(j0, j1)
-    scores = tiles.cap_scores(query @ key.mT)
+    shape = (tiles.rows, query.shape[1], j1 - j0)
+    scores = memory.take("scores", shape, tiles.dtype)
+    scores = tiles.cap_scores(torch.bmm(query, key.mT, out=scores))
     # d/ds c tanh(s / c) = 1 - tanh^2(s / c), tanh(s / c) = capped score / c
     cap_slope = None
     if tiles.softcap is not None:
@@ -411,7 +490,9 @@ def _tile_gradients(tiles: _Tiles, rows: tuple, i0: int, i1: int, j0: int,
     # P = exp(S - lse), the forward's weights (eq. 8.8)
     weights = _exp_(scores.sub_(block_lse))
     # dS = P * (dP - D), dP = dO V^T
-    grad_scores = (grad_out @ value.mT).sub_(block_row_term).mul_(weights)
+    grad_scores = memory.take("score gradients", shape, tiles.dtype)
+    grad_scores = torch.bmm(grad_out, value.mT, out=grad_scores)
+    grad_scores = grad_scores.sub_(block_row_term).mul_(weights)
     if cap_slope is not None:  # through the cap, to the uncapped scores
         grad_scores = grad_scores.mul_(cap_slope)
     return key, weights, grad_scores
@@ -444,7 +525,7 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int,
 
     They come from the saved ``lse``. Per tile (eq. 8.9): ``P = exp(S - lse)``, ``dP = dO V^T``,
     ``dS = P * (dP - D)`` with ``D = rowsum(dO * O) - dlse``, then
-    ``dV_j += P^T dO_i``, ``dK_j += dS^T (scale * Q_i)`` and
+    ``dV_j += P^T dO_i``, ``dK_j += scale * dS^T Q_i`` and
     ``dQ_i += scale * dS K_j``. One sweep over the key blocks does it all:
     each key block visits the query blocks that see it, sums its own ``dK``
     and ``dV``, and adds each tile's share to ``dQ`` in place, so every
@@ -453,7 +534,7 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int,
     of the heads run side by side. The rows of a group sum into their shared
     ``dK`` and ``dV`` through the matrix products.
     """
-    dtype, device = tiles.dtype, tiles.key.device
+    dtype, device, factors = tiles.dtype, tiles.key.device, tiles.product_dtype
     grad_query = torch.zeros(tiles.query.shape, dtype=dtype, device=device)
     grad_key = torch.empty(tiles.key.shape, dtype=dtype, device=device)
     grad_value = torch.empty(tiles.value.shape, dtype=dtype, device=device)
@@ -465,12 +546,13 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int,
     def gradients_of_heads(h0: int) -> None:
         heads = tiles.heads(h0, min(h0 + heads_per_part, tiles.rows))
         n, rows = heads.rows, heads.row_slice
+        memory = _TileMemory(device)
 
         def rows_of(i0: int, i1: int) -> tuple:
-            """``scale * Q``, ``dO``, ``lse`` and ``D`` of query block i."""
+            """``scale * Q``, ``Q``, ``dO``, ``lse`` and ``D`` of query block i."""
             stacked = (n, -1, 1)
             grad_out = grad_output[rows, :, i0:i1].to(dtype)
-            return (heads.query_block(i0, i1),
+            return (heads.query_block(i0, i1), heads.query_rows(i0, i1),
                     grad_out.reshape(n, -1, grad_output.shape[-1]),
                     lse[rows, :, i0:i1].reshape(stacked),
                     row_term[rows, :, i0:i1].reshape(stacked))
@@ -483,15 +565,16 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int,
                              dtype=dtype, device=device)
             # the forward pass's tiles, from the side of key block j
             for i0, i1, end in heads.query_blocks_seeing(j0, j1, block_q):
-                query, grad_out, *_ = block = rows_of(i0, i1)
+                _, query, grad_out, *_ = block = rows_of(i0, i1)
                 key, weights, grad_scores = _tile_gradients(
-                    heads, block, i0, i1, j0, end)
-                dv[:, : end - j0].baddbmm_(weights.mT, grad_out)  # += P^T dO
-                # += dS^T (scale Q)
-                dk[:, : end - j0].baddbmm_(grad_scores.mT, query)
-                grad_query[rows, :, i0:i1] += (grad_scores @ key).view(
-                    n, tiles.group, i1 - i0, -1)
-            grad_key[rows, j0:j1], grad_value[rows, j0:j1] = dk, dv
+                    heads, block, i0, i1, j0, end, memory)
+                seen = slice(0, end - j0)
+                _add_product_(dv[:, seen], weights.mT, grad_out, factors)  # P^T dO
+                _add_product_(dk[:, seen], grad_scores.mT, query, factors)  # dS^T Q
+                grad_query[rows, :, i0:i1] += _product(
+                    grad_scores, key, factors).view(n, tiles.group, i1 - i0, -1)
+            grad_key[rows, j0:j1] = dk.mul_(tiles.scale)
+            grad_value[rows, j0:j1] = dv
 
     heads_per_part = -(-tiles.rows // torch.get_num_threads())  # one per core
     parts = range(0, tiles.rows, heads_per_part)

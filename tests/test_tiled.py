@@ -253,13 +253,57 @@ def test_hidden_keys_never_reach_output_or_gradients(poison, mask_kind):
     assert all(torch.isfinite(g).all() for g in grads)
 
 
+@pytest.fixture
+def float32_products(monkeypatch):
+    """Every product in float32, the compute dtype, whatever this CPU's bfloat16 instructions."""
+    monkeypatch.setattr(tiled, "product_dtype", lambda input_dtype, compute_dtype, device: compute_dtype)
+
+
+@pytest.fixture
+def bfloat16_products(monkeypatch):
+    """The products with a tile of weights or score gradients in bfloat16, as on a CPU with AVX512-BF16."""
+    monkeypatch.setattr(tiled, "product_dtype", lambda input_dtype, compute_dtype, device: torch.bfloat16)
+
+
+@pytest.mark.parametrize("products", ["float32_products", "bfloat16_products"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("mask_kind", ["none", "float", "causal"])
-def test_half_precision_as_accurate_as_naive(dtype, mask_kind):
+def test_half_precision_as_accurate_as_naive(dtype, mask_kind, products, request):
+    request.getfixturevalue(products)  # the forward pass is float32 throughout either way
     q, k, v, kwargs, _ = make_case(2, 4, 2, 40, 50, 32, 32, mask_kind, dtype=dtype)
     out, lse = tiled.attention(q, k, v, block_q=16, block_k=16, return_lse=True, **kwargs)
     assert out.dtype == dtype and lse.dtype == torch.float32
     assert_as_accurate_as_naive(out, q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize("products", ["float32_products", "bfloat16_products"])
+def test_bfloat16_gradients_as_accurate_as_naive(products, request):
+    request.getfixturevalue(products)
+    q, k, v, kwargs, _ = make_case(2, 4, 2, 40, 50, 32, 32, "causal", dtype=torch.bfloat16)
+    upstream = randn(2, 4, 40, 32, seed=9)
+
+    def gradients(x, backend):
+        inputs = [t.detach().to(x).requires_grad_() for t in (q, k, v)]
+        out = attnlib.scaled_dot_product_attention(*inputs, backend=backend, **kwargs)
+        return torch.autograd.grad(out, inputs, upstream.to(x))
+
+    exact = gradients(torch.float64, "naive")
+    naive, ours = gradients(torch.bfloat16, "naive"), gradients(torch.bfloat16, "tiled")
+    for mine, theirs, truth in zip(ours, naive, exact):
+        assert mine.dtype == torch.bfloat16
+        assert max_error(mine, truth) <= 2.0 * max_error(theirs, truth) + 1e-6
+
+
+def test_bfloat16_products_only_where_the_hardware_multiplies_bfloat16(monkeypatch):
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    for dtype in (torch.float32, torch.float16, torch.float64):
+        assert tiled.product_dtype(dtype, torch.float32, gpu) == torch.float32
+    assert tiled.product_dtype(torch.bfloat16, torch.float32, gpu) == torch.bfloat16
+    for avx512_bf16, amx, expected in ((True, False, torch.bfloat16), (False, True, torch.bfloat16),
+                                       (False, False, torch.float32)):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+        assert tiled.product_dtype(torch.bfloat16, torch.float32, cpu) == expected
 
 
 def test_gqa_never_copies_keys_or_values_per_query_head():
