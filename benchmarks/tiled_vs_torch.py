@@ -1,6 +1,6 @@
 """The tiled path's throughput as a fraction of torch's own CPU kernel.
 
-    python benchmarks/tiled_vs_torch.py            # n = 1024 ... 8192 (about 3 min on 2 quiet cores)
+    python benchmarks/tiled_vs_torch.py            # n = 1024 ... 8192 (about 5 min on 2 quiet cores)
     python benchmarks/tiled_vs_torch.py --quick    # n = 512, 1024; results are not stored
     python benchmarks/tiled_vs_torch.py --sizes 4096 --dtypes float32   # a part; not stored
     python benchmarks/tiled_vs_torch.py --profile  # where one call's time goes; not stored
