@@ -36,6 +36,14 @@ def code_cells(path):
     return [cell for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "code"]
 
 
+def mistagged_cells(pages, asks, tag) -> list[str]:
+    """``page cell id: asks A, tagged T`` for every code cell of ``pages`` where ``asks(source)``
+    and carrying ``tag`` disagree (an empty list: the tag marks exactly the cells that ask)."""
+    return [f"{path.name} cell {cell.get('id')}: asks {asks_now}, tagged {not asks_now}"
+            for path in pages for cell in code_cells(path)
+            if (asks_now := bool(asks("".join(cell["source"])))) != (tag in cell["metadata"].get("tags", []))]
+
+
 def hiding(names) -> str:
     """Python that hides the modules ``names``; a kernel's startup file or a process's first lines."""
     return "import sys; " + "; ".join(f"sys.modules[{name!r}] = None" for name in names) + "\n"

