@@ -159,15 +159,17 @@ def page_faults(n: int) -> dict:
     """Minor page faults and thread CPU ms of one forward call at ``n``, on one thread."""
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, HEADS, n, WIDTH) for _ in range(3))
-    calls = {"tiled": lambda: tiled.attention(q, k, v),
-             "tiled, a fresh tensor per tile": lambda: tiled.attention(q, k, v),
-             "torch": lambda: F.scaled_dot_product_attention(q, k, v)}
+    def tiled_call():
+        return tiled.attention(q, k, v)
+
+    calls = {"tiled": (tiled_call, nullcontext()),
+             "tiled, a fresh tensor per tile": (tiled_call, mock.patch.object(tiled._TileMemory, "take", _fresh_tensor)),
+             "torch": (lambda: F.scaled_dot_product_attention(q, k, v), nullcontext())}
     print(f"forward at n = {n}, one thread: minor page faults and thread CPU ms per call (median of 5)")
     found = {}
     with torch.no_grad():
-        for name, fn in calls.items():
-            fresh = name.startswith("tiled, a fresh")
-            with mock.patch.object(tiled._TileMemory, "take", _fresh_tensor) if fresh else nullcontext():
+        for name, (fn, patched) in calls.items():
+            with patched:
                 faults, ms = _faults_and_cpu_ms(fn)
             found[name] = {"page_faults": faults, "cpu_ms": ms}
             print(f"  {name:>30} {faults:7d} faults {ms:8.1f} ms")
