@@ -85,7 +85,8 @@ def test_a_damaged_cache_entry_is_refused(tmp_path, monkeypatch):
         checkpoints.load("minilm")
 
 
-PREPARE = "from attnlib import checkpoints; checkpoints.load('minilm'); print('loaded')"
+# prepare, not load: the race is over the cache entry, and loading the model twice adds nothing to it
+PREPARE = "from attnlib import checkpoints; checkpoints.prepare('minilm'); print('prepared')"
 
 
 @needs["minilm"]
