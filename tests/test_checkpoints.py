@@ -8,8 +8,6 @@ import io
 import json
 import os
 import pathlib
-import re
-import shutil
 import subprocess
 import sys
 
