@@ -218,3 +218,12 @@ def test_only_a_terminal_is_told_that_a_checkpoint_is_being_prepared(monkeypatch
     monkeypatch.setattr(sys, "stderr", stderr)
     checkpoints._tell_a_terminal("preparing")
     assert stderr.getvalue() == ("preparing\n" if terminal else "")
+
+
+@needs["smollm2"]
+def test_a_failed_preparation_shows_what_the_child_process_said(tmp_path):
+    """The child's output is kept, not lost: when it fails, the error carries its end."""
+    absent = tmp_path / "absent.gguf"
+    with pytest.raises(RuntimeError, match=r"(?s)dequantising .*absent\.gguf into .* failed \(exit status 1\); "
+                                           r"the child process's output ends with:\n.*absent\.gguf"):
+        checkpoints._dequantise_apart(absent, tmp_path)
