@@ -4,6 +4,8 @@
 #   make pdf    the whole book as one PDF, _build/html/book.pdf (after make book)
 # Both run tools/make.py, which is also the way without make (Windows):
 #   python tools/make.py book | test
+# Each command first prepares Chapter 14's checkpoints in their cache (once, about a minute;
+# attnlib.checkpoints.prepare), so that no chapter or test is the first to load one.
 # TORCH=cpu (default: the CPU build of the pinned torch), TORCH=cuda (the package index's
 # build, CUDA on Linux) or TORCH=env (keep the torch PYTHON already has, e.g. a CUDA one).
 VENV   ?= .venv

