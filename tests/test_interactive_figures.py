@@ -20,7 +20,10 @@ needed) tabs from each figure's first control to the next and presses a key on e
 space, enter), as trusted input; each press must move that control and the figure with it.
 Under print media each page shows the static figure, not the live one, under the same caption.
 """
+import ast
+import functools
 import html as html_module
+import inspect
 import json
 import math
 import pathlib
@@ -34,6 +37,7 @@ import numpy as np
 import pytest
 
 from attnlib.book import live_figures
+from attnlib.fused import attention as fused_attention
 from attnlib.book.seeded import SeededNormal
 from devtools_pipe import Browser
 from test_book import CHROMIUM, DESKTOP, ERROR_CATCHER, PHONE, PHONE_FRAME, needs_chromium
@@ -47,13 +51,11 @@ TOLERANCE = 1e-9
 # (page, figure, steps); a step is (actions, settings the page must then report)
 SCENARIOS = [
     ("chapters/04_softmax_saturation", "saturation", [
-        ([], {"d": 64, "scaled": True, "draw": 0}),
-        ([("d", "index", 8), ("scaled", "checked", False)], {"d": 256, "scaled": False, "draw": 0}),
-        ([("scaled", "checked", True)], {"d": 256, "scaled": True, "draw": 0}),
-        ([("draw", "click", None)], {"d": 256, "scaled": True, "draw": 1}),
-        ([("d", "index", 0)], {"d": 1, "scaled": True, "draw": 1}),
-        ([("d", "index", 10), ("scaled", "checked", False), ("draw", "click", None)],
-         {"d": 1024, "scaled": False, "draw": 2}),
+        ([], {"d": 64, "draw": 0}),
+        ([("d", "index", 8)], {"d": 256, "draw": 0}),
+        ([("draw", "click", None)], {"d": 256, "draw": 1}),
+        ([("d", "index", 0)], {"d": 1, "draw": 1}),
+        ([("d", "index", 10), ("draw", "click", None)], {"d": 1024, "draw": 2}),
     ]),
     ("chapters/05_stability_and_masks", "mask-builder", [
         ([], {"L": 4, "S": 6, "causal": "bottom_right", "left": "2", "right": "none", "valid": 6,
@@ -77,6 +79,9 @@ SCENARIOS = [
         ([("block", "value", "1"), ("read", "index", 16)], {"block": "1", "read": 16}),
         ([("block", "value", "16")], {"block": "16", "read": 1}),
         ([("block", "value", "8"), ("read", "index", 0)], {"block": "8", "read": 0}),
+        ([("read", "index", 2)], {"read": 2}),
+        # play at the end starts again from no key read; pause (in the same task: no step between)
+        ([("play", "click", None), ("play", "click", None)], {"block": "8", "read": 0}),
     ]),
     ("chapters/09_1_the_kernel", "kernel-tiles", [
         ([], {"n": 512, "block-m": "64", "block-n": "64", "causal": True, "left": "127"}),
@@ -94,11 +99,15 @@ HELPERS = r"""
 (function () {
   const read = {
     "saturation": (root) => ({
-      weights: [...root.querySelectorAll(".live-bar-row")].map((r) => +r.dataset.weight),
-      weightTexts: [...root.querySelectorAll(".live-bar-value")].map((e) => e.textContent),
+      panels: Object.fromEntries([...root.querySelectorAll("[data-panel]")].map((panel) => [panel.dataset.panel, {
+        weights: [...panel.querySelectorAll(".live-bar-row")].map((r) => +r.dataset.weight),
+        weightTexts: [...panel.querySelectorAll(".live-bar-value")].map((e) => e.textContent),
+        ...Object.fromEntries([...panel.querySelectorAll("strong[data-shown]")].map((e) =>
+          [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
+      }])),
+      curve: [...root.querySelectorAll(".live-plot-point")].map((e) => [+e.dataset.d, e.dataset.side, +e.dataset.value]),
       draw: +root.querySelector("[data-shown=draw]").dataset.draw,
-      ...Object.fromEntries([...root.querySelectorAll("strong[data-shown]")].map((e) =>
-        [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
+      code: root.querySelector("[data-shown=code]").textContent,
     }),
     "mask-builder": (root) => ({
       rows: [...root.querySelectorAll("tr[data-query]")].map((row) => ({
@@ -107,6 +116,8 @@ HELPERS = r"""
         texts: [...row.querySelectorAll("td[data-allowed]")].map((c) => c.textContent),
         sink: row.querySelector("td[data-sink]") ? +row.querySelector("td[data-sink]").dataset.sink : null,
       })),
+      note: root.querySelector(".live-note[aria-live]").textContent,
+      code: root.querySelector("[data-shown=code]").textContent,
     }),
     "online-softmax": (root) => ({
       history: [...root.querySelectorAll("tr[data-keys-read]")].map((row) => ({
@@ -115,10 +126,15 @@ HELPERS = r"""
       })),
       shown: Object.fromEntries([...root.querySelectorAll("dd[data-shown]")].map((e) =>
         [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
+      scores: [...root.querySelectorAll(".live-strip rect")].map((e) => +e.dataset.score),
+      scoreTexts: [...root.querySelectorAll(".live-score > span:last-child")].map((e) => e.textContent),
+      code: root.querySelector("[data-shown=code]").textContent,
     }),
     "kernel-tiles": (root) => ({
       kinds: [...root.querySelectorAll(".live-tile")].map((t) => [t.dataset.tile, +t.dataset.kind]),
-      counts: Object.fromEntries([...root.querySelectorAll("[data-shown]")].map((e) => [e.dataset.shown, +e.dataset.value])),
+      counts: Object.fromEntries([...root.querySelectorAll(".live-summary [data-shown]")].map((e) => [e.dataset.shown, +e.dataset.value])),
+      axes: [...root.querySelectorAll("[data-axis]")].map((e) => e.textContent),
+      code: root.querySelector("[data-shown=code]").textContent,
     }),
   };
   function settings(root) {
@@ -230,15 +246,48 @@ def same_text(text: str, expected: float, places: int) -> bool:
                     for delta in (-TOLERANCE, 0.0, TOLERANCE)}
 
 
+def run_printed(code: str, names: dict | None = None) -> dict:
+    """Run the lines a figure prints under itself ("this state in code"), as a reader would paste them."""
+    names = {} if names is None else names
+    exec(compile(code, "<the figure's code>", "exec"), names)  # noqa: S102 - the page's own lines, under test
+    return names
+
+
+def kernel_call(code: str) -> tuple[inspect.BoundArguments, str]:
+    """The tile figure's call of the fused kernel (``o = attention(...)``) bound to that function's
+    signature, which fails on a keyword it does not take (it needs a GPU to run; one test runs it in
+    Triton's interpreter), and the rest of the lines."""
+    call = next(node for node in ast.parse(code).body
+                if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "o")
+    lines = code.splitlines()
+    kernel = "\n".join(lines[call.lineno - 1:call.end_lineno])
+    bound = run_printed(kernel, {"attention": inspect.signature(fused_attention).bind, "q": "q", "k": "k", "v": "v"})["o"]
+    return bound, "\n".join(lines[:call.lineno - 1] + lines[call.end_lineno:])
+
+
+@functools.lru_cache(maxsize=None)
+def saturation_state(seed: int, draw: int, dim: int, scaled: bool):
+    return live_figures.saturation_state(seed, draw, dim, scaled)
+
+
 def check_saturation(settings: dict, shown: dict, seed: int = 0) -> None:
-    summary = live_figures.saturation_state(seed, settings["draw"], settings["d"], settings["scaled"])
     assert shown["draw"] == settings["draw"]
-    assert all(map(close, shown["weights"], summary.weights)), (shown["weights"], summary.weights)
-    assert all(same_text(t, w, 3) for t, w in zip(shown["weightTexts"], summary.weights))
-    for name, expected in [("max-weight", summary.max_weight), ("entropy", summary.entropy),
-                           ("max-entropy", summary.max_entropy)]:
-        assert close(shown[name]["value"], expected), (name, shown[name], expected)
-        assert same_text(shown[name]["text"].removesuffix(" nats"), expected, 3), (name, shown[name], expected)
+    printed = run_printed(shown["code"])
+    for side in ("scaled", "unscaled"):
+        summary = saturation_state(seed, settings["draw"], settings["d"], side == "scaled")
+        panel = shown["panels"][side]
+        assert all(map(close, panel["weights"], summary.weights)), (side, panel["weights"], summary.weights)
+        assert all(same_text(t, w, 3) for t, w in zip(panel["weightTexts"], summary.weights))
+        for name, expected in [("max-weight", summary.max_weight), ("entropy", summary.entropy)]:
+            assert close(panel[name]["value"], expected), (side, name, panel[name], expected)
+            assert same_text(panel[name]["text"].removesuffix(" nats"), expected, 3), (side, name, panel[name], expected)
+        weights = printed[f"p_{side}"]
+        assert weights.shape == (1, 8) and all(map(close, weights[0].tolist(), panel["weights"])), (side, shown["code"])
+    # the largest weight of this draw at every d, for both sides, with the current d among them
+    assert sorted((d, side) for d, side, _ in shown["curve"]) == sorted(
+        (d, side) for d in live_figures.SATURATION_DIMS for side in ("scaled", "unscaled"))
+    for d, side, value in shown["curve"]:
+        assert close(value, saturation_state(seed, settings["draw"], d, side == "scaled").max_weight), (d, side, value)
 
 
 def check_mask_builder(settings: dict, shown: dict, seed: int = 0) -> None:
@@ -260,6 +309,15 @@ def check_mask_builder(settings: dict, shown: dict, seed: int = 0) -> None:
         assert all(row["sink"] is None for row in rows)
     else:
         assert all(map(close, [row["sink"] for row in rows], built.sink.tolist()))
+    printed = run_printed(shown["code"])
+    assert printed["p"].shape == (1, settings["L"], settings["S"]), shown["code"]
+    for row, weights in zip(rows, printed["p"][0].tolist()):
+        assert all(map(close, row["weights"], weights)), (shown["code"], row["weights"], weights)
+    if built.sink is not None:
+        assert all(map(close, [row["sink"] for row in rows], printed["sink_share"][0].tolist())), shown["code"]
+    offset = settings["S"] - settings["L"] if settings["causal"] == "bottom_right" else 0
+    where = "i" if offset == 0 else f"i + {offset}" if offset > 0 else f"i \u2212 {-offset}"
+    assert shown["note"].startswith(f"Query i sits at key position {where}."), shown["note"]
 
 
 def check_online_softmax(settings: dict, shown: dict, seed: int = 0) -> None:
@@ -276,6 +334,19 @@ def check_online_softmax(settings: dict, shown: dict, seed: int = 0) -> None:
     if settings["read"] * int(settings["block"]) == live_figures.ONLINE_KEYS:
         lse = states[-1].m + math.log(states[-1].l)
         assert close(shown["shown"]["lse"]["value"], lse)
+    # the scores drawn with their sign, and their values as text
+    query, keys, _ = live_figures.online_softmax_inputs(seed)
+    scores = ((query @ keys.T)[0] / math.sqrt(live_figures.ONLINE_WIDTH)).tolist()
+    assert all(map(close, shown["scores"], scores)) and min(scores) < 0 < max(scores)
+    assert all(same_text(t.replace("\u2212", "-"), z, 2) for t, z in zip(shown["scoreTexts"], scores, strict=True))
+    printed = run_printed(shown["code"])
+    if not states:
+        assert "no key read yet" in shown["code"] and "o" not in printed
+        return
+    for name, value in [("m", printed["m"]), ("l", printed["l"][0]), ("acc", printed["acc"][0, 0]),
+                        ("output", printed["o"][0, 0])]:
+        assert close(float(value), getattr(states[-1], name)) and close(float(value), shown["shown"][name]["value"]), (
+            name, shown["code"])
 
 
 def check_kernel_tiles(settings: dict, shown: dict) -> None:
@@ -293,6 +364,15 @@ def check_kernel_tiles(settings: dict, shown: dict) -> None:
                                "without-window": int((live_figures.tile_kinds(
                                    settings["n"], int(settings["block-m"]), int(settings["block-n"]),
                                    settings["causal"]) > 0).sum())}
+    n_blocks, n_tiles = kinds.shape
+    assert shown["axes"] == [f"key tiles, {n_tiles} of b_k = {settings['block-n']} keys \u2192",
+                             f"query blocks, {n_blocks} of b_q = {settings['block-m']} queries \u2193"]
+    bound, without_kernel = kernel_call(shown["code"])
+    np.testing.assert_array_equal(run_printed(without_kernel)["kinds"], kinds)
+    call = bound.arguments
+    assert call.get("is_causal", False) == settings["causal"] and call["blocks"] == (
+        int(settings["block-m"]), int(settings["block-n"])), shown["code"]
+    assert call.get("window") == (None if left is None else (left, 0 if settings["causal"] else None)), shown["code"]
 
 
 CHECKS = {"saturation": check_saturation, "mask-builder": check_mask_builder,
@@ -356,8 +436,7 @@ def test_the_jupyter_edition_keeps_the_static_figures_and_drops_the_placeholders
 # figure's first control, focused; Tab moves on to the next control, in the page's order
 KEYBOARD = [
     ("chapters/04_softmax_saturation", "saturation", [
-        ("ArrowRight", {"d": 128}), ("Tab", {}), (" ", {"scaled": False}), ("Tab", {}),
-        ("Enter", {"draw": 1}), ("Enter", {"draw": 2}),
+        ("ArrowRight", {"d": 128}), ("Tab", {}), ("Enter", {"draw": 1}), (" ", {"draw": 2}),
     ]),
     ("chapters/05_stability_and_masks", "mask-builder", [
         ("ArrowRight", {"L": 5}), ("Tab", {}), ("ArrowRight", {"S": 7}), ("Tab", {}),
@@ -398,7 +477,8 @@ def test_every_control_works_from_the_keyboard_on_a_phone(own_book_html, page, f
             assert {k: state["settings"][k] for k in expected} == expected, (key, focused[-1], state["settings"])
             CHECKS[figure](dict(state["settings"], draw=draw), state["shown"])
         names = browser.evaluate(f"[...{root}.querySelectorAll('[data-control]')].map(c => c.dataset.control)")
-        assert set(focused) == set(names), f"never reached from the keyboard: {set(names) - set(focused)}"
+        # "play" runs on a timer: test_the_figures_on_a_phone_and_in_a_link presses it
+        assert set(focused) == set(names) - {"play"}, f"never reached from the keyboard: {set(names) - set(focused)}"
         assert not browser.errors(), browser.errors()
         remote = [url for url in browser.requests() if not url.startswith("file://")]
         assert not remote, f"requests leaving the page's host: {remote}"

@@ -7,6 +7,9 @@ function here takes a figure's settings and returns the numbers that figure
 shows, computed by the library a chapter uses (``attention_weights``,
 ``tiled.attention``, the masks), so that a chapter can print them and
 ``tests/test_interactive_figures.py`` can compare them with the page's.
+Under each figure the page prints the attnlib lines that compute the state
+it shows, from these inputs (``saturation_draw``, ``mask_builder_inputs``,
+``online_softmax_inputs``, ``tile_kinds``); the test runs them.
 
 ========================  =============================  ==========================
 figure (chapter)          script                         numbers
@@ -40,17 +43,17 @@ ONLINE_KEYS, ONLINE_WIDTH, ONLINE_BLOCKS = 16, 4, (1, 2, 4, 8, 16)
 
 
 def saturation_draw(seed: int, draw: int = 0, n_keys: int = 8):
-    """Query ``(1024,)`` and keys ``(n_keys, 1024)`` of the figure's draw number ``draw`` (0: first).
+    """Query ``(1024,)`` and keys ``(n_keys, 1024)``, float64 tensors, of the figure's draw number ``draw`` (0: first).
 
     Each press of "draw again" takes the next query and keys from the same
     stream; a width ``d`` uses their first ``d`` coordinates.
     """
-    if draw < 0:
+    if isinstance(draw, bool) or not isinstance(draw, int) or draw < 0:
         raise ValueError(f"draw must be a non-negative int, got {draw!r}")
     generator = SeededNormal(seed)
     for _ in range(draw + 1):
         query, keys = draw_query_and_keys(generator, max(SATURATION_DIMS), n_keys)
-    return query, keys
+    return torch.from_numpy(query), torch.from_numpy(keys)
 
 
 def saturation_state(seed: int, draw: int, dim: int, scaled: bool) -> SaturationSummary:
