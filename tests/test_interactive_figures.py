@@ -26,12 +26,14 @@ import html as html_module
 import inspect
 import json
 import math
+import os
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -519,3 +521,161 @@ def test_on_screen_the_live_figure_and_in_print_the_static_one_under_the_same_ca
             browser.call("Emulation.setEmulatedMedia", page=True, media="")
     finally:
         browser.close()
+
+
+# (page, figure, a link to a state, the settings it must restore, a control to move next and the
+# settings that move gives)
+LINKS = [
+    ("chapters/04_softmax_saturation", "saturation", "#fig-widget-first-draw?d=256&draw=2",
+     {"d": 256, "draw": 2}, ("d", "index", 3), {"d": 8}),
+    ("chapters/05_stability_and_masks", "mask-builder", "#fig-mask-builder?L=8&sink-on=on&sink=0",
+     {"L": 8, "S": 6, "causal": "bottom_right", "left": "2", "sink-on": True, "sink": 0}, ("right", "value", "1"),
+     {"right": "1"}),
+    ("chapters/08_online_softmax", "online-softmax", "#fig-online-steps?block=2&read=5",
+     {"block": "2", "read": 5}, ("block", "value", "8"), {"block": "8", "read": 2}),
+    ("chapters/09_1_the_kernel", "kernel-tiles", "#fig-kernel-tiles?n=1024&block-m=128&block-n=32&causal=off&left=255",
+     {"n": 1024, "block-m": "128", "block-n": "32", "causal": False, "left": "255"}, ("causal", "checked", True),
+     {"causal": True}),
+]
+
+TOUCH_TARGET = 44  # px: the 2.75rem the figures give a control under a coarse pointer
+
+# The figure's controls as a finger meets them: for a checkbox, its label (tapping it ticks the box)
+TARGETS = """(() => {
+  const root = %s;
+  return [...root.querySelectorAll("[data-control], .live-link")].map((c) => {
+    const target = c.type === "checkbox" ? document.querySelector(`label[for="${c.id}"]`) : c;
+    const box = target.getBoundingClientRect();
+    return [c.dataset.control || "link", c.type || c.tagName.toLowerCase(), Math.round(box.width), Math.round(box.height)];
+  });
+})()"""
+
+LAYOUT = """(() => {
+  const root = %s;
+  window.scrollBy(0, root.getBoundingClientRect().top);
+  const box = (e) => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+  const caption = document.getElementById(root.getAttribute("aria-describedby"));
+  return {fields: [...root.querySelectorAll(".live-controls > .live-field")].map(box),
+          readout: box(root.querySelector("[data-readout]")), height: window.innerHeight,
+          caption: caption ? caption.tagName + " " + caption.textContent.trim().slice(0, 40) : null,
+          captionOfHost: !!caption && caption === root.closest("figure").querySelector("figcaption"),
+          hint: getComputedStyle(root.closest("figure").querySelector("figcaption"), "::before").content};
+})()"""
+
+
+@pytest.mark.book
+@needs_chromium
+@pytest.mark.parametrize("width", [DESKTOP, PHONE])
+def test_the_figures_on_a_phone_and_in_a_link(own_book_html, width):
+    """Under a coarse pointer (a phone, a tablet): no tap hint under a live figure, every control at
+    least 44 px high, on a phone one control a row with the readout in view; a link restores a state
+    and moving a control rewrites the link; the caption describes the figure; 8.1 plays and keeps the
+    focus on its last "next block"; the printed code computes what is shown (CHECKS)."""
+    browser = Browser(CHROMIUM, width, 844)
+    sizes = {}
+    try:
+        browser.call("Emulation.setTouchEmulationEnabled", page=True, enabled=True, maxTouchPoints=5)
+        assert browser.evaluate("matchMedia('(pointer: coarse)').matches")
+        for page, figure, link, restored, move, moved in LINKS:
+            url = (own_book_html / f"{page}.html").as_uri()
+            browser.open(url + link)
+            browser.evaluate(HELPERS)
+            root = f'document.querySelector(\'.live-figure[data-figure="{figure}"]\')'
+            state = browser.evaluate(f"({{settings: __liveTest.settings({root}), shown: __liveTest.read['{figure}']({root})}})")
+            assert {k: state["settings"][k] for k in restored if k != "draw"} == {
+                k: v for k, v in restored.items() if k != "draw"}, (link, state["settings"])
+            CHECKS[figure](dict(state["settings"], draw=restored.get("draw", 0)), state["shown"])
+            top = browser.evaluate(f"{root}.closest('figure').getBoundingClientRect().top")
+            assert 0 <= top < 844, f"{link}: the linked figure is not in view ({top})"
+
+            layout = browser.evaluate(LAYOUT % root)
+            assert layout["captionOfHost"], (page, layout["caption"])  # aria-describedby: the caption
+            assert layout["hint"] in {"none", "normal"}, (page, layout["hint"])  # no "Tap the figure"
+            sizes[figure] = browser.evaluate(TARGETS % root)
+            small = [target for target in sizes[figure] if target[3] < TOUCH_TARGET]
+            assert not small, f"{page} at {width} px: targets under {TOUCH_TARGET} px: {small}"
+            if width == PHONE:  # one control a row, each under the one before, then the readout in view
+                fields = layout["fields"]
+                assert len({round(f[0]) for f in fields}) == 1, fields
+                assert all(b[1] >= a[3] - 1 for a, b in zip(fields, fields[1:])), fields
+                assert 0 <= layout["readout"][1] and layout["readout"][3] <= layout["height"], (page, layout)
+
+            # a move rewrites the address (no new history entry); that address restores the move
+            length = browser.evaluate("history.length")
+            browser.evaluate(f"__liveTest.act({root}, {json.dumps(list(move))})")
+            after = browser.evaluate(f"({{hash: location.hash, settings: __liveTest.settings({root}),"
+                                     f" code: {root}.querySelector('[data-shown=code]').textContent}})")
+            assert {k: after["settings"][k] for k in moved} == moved, after
+            assert browser.evaluate("history.length") == length
+            assert after["hash"].startswith(link.split("?")[0] + "?"), after["hash"]
+            browser.open("about:blank")
+            browser.open(url + after["hash"])
+            browser.evaluate(HELPERS)
+            again = browser.evaluate(f"({{settings: __liveTest.settings({root}),"
+                                     f" code: {root}.querySelector('[data-shown=code]').textContent}})")
+            assert again == {"settings": after["settings"], "code": after["code"]}, (after, again)
+
+            if figure == "online-softmax":
+                check_online_softmax_keyboard(browser, root)
+        if width == DESKTOP:  # the tile figure's kernel call, run in Triton's interpreter (n = 128: seconds)
+            browser.open((own_book_html / "chapters/09_1_the_kernel.html").as_uri()
+                         + "#fig-kernel-tiles?n=128&block-m=32&block-n=64&causal=on&left=31")
+            run_kernel_call(browser.evaluate("document.querySelector('.live-figure [data-shown=code]').textContent"),
+                            seq_len=128, is_causal=True, window=(31, 0))
+        assert not browser.errors(), browser.errors()
+    finally:
+        browser.close()
+    print(f"touch targets at {width} px, coarse pointer (control, type, width, height):", json.dumps(sizes))
+
+
+def check_online_softmax_keyboard(browser: Browser, root: str) -> None:
+    """Enter on "next block" up to the last block keeps the focus there; "play" steps on by itself,
+    "pause" stops it, both from the keyboard; under reduced motion the bars change with no transition."""
+    browser.evaluate(f"{root}.querySelector('[data-control=read]').value = '0';"
+                     f"{root}.querySelector('[data-control=read]').dispatchEvent(new Event('input'))")
+    browser.evaluate(f"{root}.querySelector('[data-control=next]').focus()")
+    for _ in range(5):  # 4 blocks of 2 ... the settings above: blocks of 8, two of them; one press too many
+        browser.press("Enter")
+    focus = browser.evaluate("document.activeElement.dataset.control")
+    assert focus == "next", f"focus fell to {browser.evaluate('document.activeElement.tagName')}"
+    assert browser.evaluate(f"__liveTest.settings({root}).read") == 2
+    assert browser.evaluate(f"{root}.querySelector('[data-control=next]').getAttribute('aria-disabled')") == "true"
+    browser.press("Tab")
+    assert browser.evaluate("document.activeElement.dataset.control") == "play"
+    browser.press("Enter")  # at the end: play starts again from no key read
+    assert browser.evaluate(f"__liveTest.settings({root}).read") == 0
+    deadline = time.monotonic() + 10
+    while browser.evaluate(f"__liveTest.settings({root}).read") < 1:
+        assert time.monotonic() < deadline, "play did not step"
+        time.sleep(0.1)
+    browser.press(" ")  # pause
+    paused = browser.evaluate(f"__liveTest.settings({root}).read")
+    assert browser.evaluate(f"{root}.querySelector('[data-control=play]').getAttribute('aria-pressed')") == "false"
+    time.sleep(1.3)
+    assert browser.evaluate(f"__liveTest.settings({root}).read") == paused
+    transition = f"getComputedStyle({root}.querySelector('.live-strip rect')).transitionDuration"
+    assert browser.evaluate(transition) != "0s"
+    browser.call("Emulation.setEmulatedMedia", page=True, media="",
+                 features=[{"name": "prefers-reduced-motion", "value": "reduce"}])
+    assert browser.evaluate(transition) == "0s"
+    browser.call("Emulation.setEmulatedMedia", page=True, media="", features=[])
+
+
+KERNEL_RUN = """
+import torch, attnlib
+torch.manual_seed(0)
+q, k, v = (torch.randn(1, {seq_len}, 16) for _ in range(3))
+{code}
+reference = attnlib.scaled_dot_product_attention(q, k, v, is_causal={is_causal}, window={window}, backend="naive")
+print("largest difference", float((o - reference).abs().max()))
+"""
+
+
+def run_kernel_call(code: str, seq_len: int, is_causal: bool, window) -> None:
+    """Run the tile figure's printed code with its kernel call in Triton's interpreter (a process of
+    its own: TRITON_INTERPRET is read when Triton is imported) against the naive path."""
+    script = KERNEL_RUN.format(seq_len=seq_len, code=code, is_causal=is_causal, window=window)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert float(result.stdout.split("largest difference")[1]) < 1e-5, result.stdout

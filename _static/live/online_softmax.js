@@ -128,7 +128,7 @@
 
       state.replaceChildren();
       blockScores.textContent = now
-        ? `block ${t} (keys ${now.start} to ${now.end - 1}), scores: ${scores.slice(now.start, now.end).map((s) => s.toFixed(3)).join(", ")}`
+        ? `block ${t} (keys ${now.start} to ${now.end - 1}), scores: ${scores.slice(now.start, now.end).map((s) => s.toFixed(3).replace("-", "−")).join(", ")}`
         : "no key read yet";
       if (now && t > 1 && now.correction < 1) blockScores.textContent += `; m grew, so ℓ and acc were multiplied by ${now.correction.toFixed(4)} before this block was added`;
       if (!now) {

@@ -62,7 +62,7 @@
     }
 
     function drawPlot(d) {  // the largest weight of this draw at every d, scaled and unscaled
-      const left = 40, right = 312, top = 10, bottom = 128;
+      const left = 40, right = 300, top = 10, bottom = 128;
       const x = (at) => left + (right - left) * at / (DIMS.length - 1);
       const y = (w) => bottom - (bottom - top) * w;
       const parts = [];
