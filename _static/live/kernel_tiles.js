@@ -77,7 +77,8 @@
         (back === null || !causal.checked ? "" : `; per query block about (w + b_q) / b_k = ${((back + 1 + bm) / bn).toFixed(1)}`),
       );
       keyAxis.textContent = `key tiles, ${columns} of b_k = ${bn} keys →`;
-      queryAxis.textContent = `query blocks, ${tiles.length} of b_q = ${bm} queries ↓`;
+      queryAxis.replaceChildren(`query blocks, ${tiles.length} of b_q = ${bm} queries `,
+                                live.element("span", { className: "live-upright" }, "↓"));
       shared.changed();
     }
     const shared = live.share(root, {
