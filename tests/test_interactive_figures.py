@@ -108,6 +108,10 @@ HELPERS = r"""
           [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
       }])),
       curve: [...root.querySelectorAll(".live-plot-point")].map((e) => [+e.dataset.d, e.dataset.side, +e.dataset.value]),
+      band: Object.fromEntries([...root.querySelectorAll(".live-plot-band")].map((e) => [e.dataset.side, JSON.parse(e.dataset.quartiles)])),
+      plotText: [...root.querySelectorAll(".live-plot text")].map((e) => e.textContent),
+      band: Object.fromEntries([...root.querySelectorAll(".live-plot-band")].map((e) => [e.dataset.side, JSON.parse(e.dataset.quartiles)])),
+      plotText: [...root.querySelectorAll(".live-plot text")].map((e) => e.textContent),
       draw: +root.querySelector("[data-shown=draw]").dataset.draw,
       code: root.querySelector("[data-shown=code]").textContent,
     }),
@@ -272,6 +276,16 @@ def saturation_state(seed: int, draw: int, dim: int, scaled: bool):
     return live_figures.saturation_state(seed, draw, dim, scaled)
 
 
+@functools.lru_cache(maxsize=None)
+def saturation_band(seed: int) -> dict:
+    return live_figures.saturation_band(seed)
+
+
+@functools.lru_cache(maxsize=None)
+def saturation_band(seed: int) -> dict:
+    return live_figures.saturation_band(seed)
+
+
 def check_saturation(settings: dict, shown: dict, seed: int = 0) -> None:
     assert shown["draw"] == settings["draw"]
     printed = run_printed(shown["code"])
@@ -290,6 +304,12 @@ def check_saturation(settings: dict, shown: dict, seed: int = 0) -> None:
         (d, side) for d in live_figures.SATURATION_DIMS for side in ("scaled", "unscaled"))
     for d, side, value in shown["curve"]:
         assert close(value, saturation_state(seed, settings["draw"], d, side == "scaled").max_weight), (d, side, value)
+    for side, quartiles in saturation_band(seed).items():  # the band and median over the first draws
+        np.testing.assert_allclose(shown["band"]["scaled" if side else "unscaled"], quartiles, rtol=TOLERANCE, atol=TOLERANCE)
+    assert {"key width d (log scale)", "largest weight"} <= set(shown["plotText"])  # the plot's axes
+    for side, quartiles in saturation_band(seed).items():  # the band and median over the first draws
+        np.testing.assert_allclose(shown["band"]["scaled" if side else "unscaled"], quartiles, rtol=TOLERANCE, atol=TOLERANCE)
+    assert {"key width d (log scale)", "largest weight"} <= set(shown["plotText"])  # the plot's axes
 
 
 def check_mask_builder(settings: dict, shown: dict, seed: int = 0) -> None:

@@ -10,6 +10,14 @@
   const WIDEST = DIMS[DIMS.length - 1];
   const KEYS = 8;
   const MOST_DRAWS = 1000;  // a link may ask for a later draw; each is drawn in turn
+  const BAND_DRAWS = 32;  // the shaded band: quartiles of the largest weight over draws 0 to 31
+
+  /* NumPy's percentile (linear interpolation) of `values` at `q` (0 to 100) */
+  function percentile(values, q) {
+    const sorted = [...values].sort((a, b) => a - b);
+    const at = (sorted.length - 1) * q / 100, below = Math.floor(at);
+    return below + 1 < sorted.length ? sorted[below] + (at - below) * (sorted[below + 1] - sorted[below]) : sorted[below];
+  }
   const SVG = "http://www.w3.org/2000/svg";
 
   function svg(tag, attributes, text) {
@@ -53,13 +61,24 @@
     });
     const status = live.element("p", { className: "live-visually-hidden", "aria-live": "polite" });
     const plot = svg("svg", { viewBox: "0 0 320 170", class: "live-plot", role: "img" });
+    const plotKey = live.element("p", { className: "live-note" },
+      `Dots: this draw. Shaded: the middle half of draws 1 to ${BAND_DRAWS}; dashed: their median.`);
     const bound = live.element("p", { className: "live-note" },
       `The entropy 𝓗 is at most ln ${KEYS} = ${Math.log(KEYS).toFixed(3)} nats, when every key gets 1/${KEYS}.`);
-    root.append(controls, drawn, panels, bound, status, plot);
+    root.append(controls, drawn, panels, bound, status, plot, plotKey);
 
-    function weightsAt(d, scale) {
-      return live.softmax(keys.map((key) => scale * live.dot(key, query, d))).weights;
+    function weightsAt(d, scale, q = query, k = keys) {
+      return live.softmax(k.map((key) => scale * live.dot(key, q, d))).weights;
     }
+    const band = (() => {  // {scaled: [q25, q50, q75] each over DIMS}, from the seed's first BAND_DRAWS draws
+      const stream = live.seededNormal(seed), largest = { scaled: [], unscaled: [] };
+      for (let t = 0; t < BAND_DRAWS; t++) {
+        const q = stream.matrix(1, WIDEST)[0], k = stream.matrix(KEYS, WIDEST);
+        for (const side of sides) largest[side.name].push(DIMS.map((d) => Math.max(...weightsAt(d, side.scale(d), q, k))));
+      }
+      return Object.fromEntries(sides.map((side) => [side.name,
+        [25, 50, 75].map((p) => DIMS.map((_, i) => percentile(largest[side.name].map((row) => row[i]), p)))]));
+    })();
 
     function drawPlot(d) {  // the largest weight of this draw at every d, scaled and unscaled
       const left = 40, right = 300, top = 10, bottom = 128;
@@ -79,6 +98,13 @@
                  svg("text", { x: 11, y: (top + bottom) / 2, "text-anchor": "middle", transform: `rotate(-90 11 ${(top + bottom) / 2})` }, "largest weight"));
       const at = DIMS.indexOf(d);
       parts.push(svg("line", { x1: x(at), x2: x(at), y1: top, y2: bottom, class: "live-plot-now" }));
+      for (const side of sides) {  // the middle half of 32 draws, shaded, and their median, dashed
+        const [low, middle, high] = band[side.name];
+        const outline = [...low.map((w, i) => `${x(i)},${y(w)}`), ...high.map((w, i) => `${x(i)},${y(w)}`).reverse()];
+        parts.push(svg("polygon", { points: outline.join(" "), class: `live-plot-band live-${side.name}`, "data-side": side.name,
+                                    "data-quartiles": JSON.stringify([low, middle, high]) }),
+                   svg("polyline", { points: middle.map((w, i) => `${x(i)},${y(w)}`).join(" "), class: `live-plot-median live-${side.name}` }));
+      }
       for (const side of sides) {
         const largest = DIMS.map((width) => Math.max(...weightsAt(width, side.scale(width))));
         parts.push(svg("polyline", { points: largest.map((w, i) => `${x(i)},${y(w)}`).join(" "), class: `live-plot-line live-${side.name}` }));
@@ -90,7 +116,7 @@
       parts.push(svg("text", { x: left + 6, y: top + 12, class: "live-plot-key live-unscaled" }, "● unscaled"),
                  svg("text", { x: left + 6, y: top + 26, class: "live-plot-key live-scaled" }, "● scaled"));
       plot.replaceChildren(...parts);
-      plot.setAttribute("aria-label", `the largest weight of this draw against d, from 1 to ${WIDEST}: unscaled it climbs towards 1, scaled it stays near the level of d = 1`);
+      plot.setAttribute("aria-label", `the largest weight of this draw against d, from 1 to ${WIDEST}, over the middle half of the first ${BAND_DRAWS} draws: unscaled it climbs towards 1, scaled it stays near the level of d = 1`);
     }
 
     function update() {

@@ -64,6 +64,27 @@ def saturation_state(seed: int, draw: int, dim: int, scaled: bool) -> Saturation
     return saturation_summary(query[:dim], keys[:, :dim], scaled)
 
 
+#: The draws (0 to 31 of a seed's stream) whose quartiles the saturation figure shades.
+SATURATION_BAND_DRAWS = 32
+
+
+def saturation_band(seed: int, draws: int = SATURATION_BAND_DRAWS) -> dict[bool, np.ndarray]:
+    """Quartiles of the largest weight over the figure's draws ``0 .. draws - 1`` at each width.
+
+    Returns ``{scaled: array (3, len(SATURATION_DIMS))}``, rows the 25th, 50th
+    and 75th percentiles (NumPy's linear interpolation), for ``scaled`` True
+    and False: the shaded band and dashed median the figure draws against d.
+    """
+    generator = SeededNormal(seed)
+    largest = {True: [], False: []}
+    for _ in range(draws):
+        query, keys = draw_query_and_keys(generator, max(SATURATION_DIMS), 8)
+        for scaled in (True, False):
+            largest[scaled].append([saturation_summary(query[:d], keys[:, :d], scaled).max_weight
+                                    for d in SATURATION_DIMS])
+    return {scaled: np.percentile(np.array(rows), [25, 50, 75], axis=0) for scaled, rows in largest.items()}
+
+
 def mask_builder_inputs(seed: int):
     """Queries and keys ``(8, 8)`` each, float64; ``L`` queries and ``S`` keys are their first rows."""
     generator = SeededNormal(seed)
