@@ -622,7 +622,12 @@ def test_the_figures_on_a_phone_and_in_a_link(own_book_html, width):
 
             # a move rewrites the address (no new history entry); that address restores the move
             length = browser.evaluate("history.length")
+            before = browser.evaluate("location.hash")
             browser.evaluate(f"__liveTest.act({root}, {json.dumps(list(move))})")
+            deadline = time.monotonic() + 10  # the address follows a quarter second behind
+            while browser.evaluate("location.hash") == before:
+                assert time.monotonic() < deadline, f"{page}: moving {move} left the address at {before}"
+                time.sleep(0.1)
             after = browser.evaluate(f"({{hash: location.hash, settings: __liveTest.settings({root}),"
                                      f" code: {root}.querySelector('[data-shown=code]').textContent}})")
             assert {k: after["settings"][k] for k in moved} == moved, after
@@ -637,6 +642,11 @@ def test_the_figures_on_a_phone_and_in_a_link(own_book_html, width):
 
             if figure == "online-softmax":
                 check_online_softmax_keyboard(browser, root)
+            if figure == "kernel-tiles":  # the theme's dark mode: no white tiles on the dark page
+                skipped = f"getComputedStyle({root}.querySelector('.live-tile-skipped')).backgroundColor"
+                assert browser.evaluate(skipped) == "rgb(255, 255, 255)"
+                browser.evaluate("document.documentElement.dataset.theme = 'dark'")
+                assert browser.evaluate(skipped) == "rgba(0, 0, 0, 0)"
         if width == DESKTOP:  # the tile figure's kernel call, run in Triton's interpreter (n = 128: seconds)
             browser.open((own_book_html / "chapters/09_1_the_kernel.html").as_uri()
                          + "#fig-kernel-tiles?n=128&block-m=32&block-n=64&causal=on&left=31")

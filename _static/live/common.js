@@ -207,10 +207,17 @@
       restoring = false;
       return true;
     }
+    /* the address follows a moving slider a quarter second behind: browsers limit how often a
+     * page may replace it (Safari throws after 100 times in 30 s) */
+    let pending = null;
     function changed() {
       codeText.textContent = code();
       link.href = fragment();
-      if (!restoring) history.replaceState(history.state, "", fragment());
+      if (restoring) return;
+      clearTimeout(pending);
+      pending = setTimeout(() => {
+        try { history.replaceState(history.state, "", fragment()); } catch (error) { /* the link below still holds it */ }
+      }, 250);
     }
     window.addEventListener("hashchange", restore);
     return {
