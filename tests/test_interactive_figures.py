@@ -19,6 +19,16 @@ alone, in a 390-px viewport: Chromium driven over its DevTools protocol (on a pi
 needed) tabs from each figure's first control to the next and presses a key on each (arrows,
 space, enter), as trusted input; each press must move that control and the figure with it.
 Under print media each page shows the static figure, not the live one, under the same caption.
+
+Every reading also runs the lines the figure prints under itself ("this state in code": the attnlib
+call that computes what it shows) and compares their result with the page's numbers; the tile
+figure's kernel call is bound to the kernel's signature, and once run in Triton's interpreter.
+Under touch emulation (a coarse pointer) at both widths: no "Tap the figure" hint under a live
+figure, every control at least 44 px high, on a phone one control a row and the readout in view;
+a link to a state ("#fig-mask-builder?L=8&sink-on=on") restores it, and a move rewrites it without a
+new history entry; the caption describes the figure (aria-describedby); chapter 8's "next block"
+keeps the focus at the last block, "play" steps on by itself and pauses, and under reduced motion
+its bars change with no transition; the figures' dark mode has no white tiles.
 """
 import ast
 import functools

@@ -6,7 +6,8 @@
  * numbered caption), whose image it replaces on screen. Print, and a browser without
  * scripts, show the image. Nothing is loaded from anywhere: the book reads offline.
  * The numbers are checked against attnlib (attnlib/book/live_figures.py) by
- * tests/test_interactive_figures.py.
+ * tests/test_interactive_figures.py, and so is the attnlib code each figure prints for its state
+ * (live.share, which also keeps the state in the page's address).
  */
 (function () {
   "use strict";
@@ -143,7 +144,6 @@
   live.setEnabled = function (button, enabled) {
     button.setAttribute("aria-disabled", String(!enabled));
   };
-  live.enabled = (button) => button.getAttribute("aria-disabled") !== "true";
 
   /* The figure's state in the page's address and in code. The fragment
    * "#FIGURE-ID?name=value&..." (FIGURE-ID: the static figure's id) names the value of each

@@ -85,12 +85,10 @@
       update,
       code: () => {
         const size = n.value(), bm = Number(blockM.value), bn = Number(blockN.value);
-        const args = [];
-        if (causal.checked) args.push("causal=True");
-        else args.push("causal=False");
-        if (left.value !== "none") args.push(`window=(${left.value}, ${causal.checked ? 0 : "None"})`);
-        const kernelArgs = ["q", "k", "v", ...(causal.checked ? ["is_causal=True"] : []),
-          ...(left.value !== "none" ? [args[1]] : []), `blocks=(${bm}, ${bn})`];
+        // with causal the window reaches no key ahead: is_causal takes (left, 0), not (left, None)
+        const window = left.value === "none" ? [] : [`window=(${left.value}, ${causal.checked ? 0 : "None"})`];
+        const kernelArgs = ["q", "k", "v", ...(causal.checked ? ["is_causal=True"] : []), ...window, `blocks=(${bm}, ${bn})`];
+        const args = [`causal=${causal.checked ? "True" : "False"}`, ...window];
         return ["from attnlib.fused import attention  # Triton, on a CUDA GPU",
           "from attnlib.book.live_figures import tile_kinds",
           "",
