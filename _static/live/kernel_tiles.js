@@ -61,8 +61,14 @@
       const columns = tiles[0].length;
       grid.style.setProperty("--columns", String(columns));
       grid.style.setProperty("--tile-ratio", String(bn / bm));
+      const why = ["no query of the block sees these keys: never loaded", "the mask's edge crosses it: computed with a mask",
+                   "every query sees every key: computed with no mask"];
       grid.replaceChildren(...tiles.flatMap((row, a) => row.map((kind, b) =>
-        live.element("span", { className: `live-tile live-tile-${KINDS[kind]}`, "data-kind": String(kind), "data-tile": `${a},${b}` }))));
+        live.element("span", {
+          className: `live-tile live-tile-${KINDS[kind]}`, "data-kind": String(kind), "data-tile": `${a},${b}`,
+          title: `queries ${a * bm} to ${Math.min((a + 1) * bm, size) - 1}, keys ${b * bn} to ${Math.min((b + 1) * bn, size) - 1}: `
+            + (kind === 1 && Math.min((b + 1) * bn, size) - b * bn < bn ? "a partial tile of keys: computed with a mask" : why[kind]),
+        }))));
       const flat = tiles.flat();
       const count = (k) => flat.filter((x) => x === k).length;
       const visited = count(1) + count(2);
