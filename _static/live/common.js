@@ -77,6 +77,14 @@
   }
   live.element = element;
 
+  /* an SVG element (a plot's marks and labels) */
+  live.svg = function (tag, attributes, text) {
+    const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, String(value));
+    if (text !== undefined) el.textContent = text;
+    return el;
+  };
+
   function field(parent, labelText, control) {
     const wrap = element("div", { className: "live-field" });
     const label = element("label", { for: control.id }, labelText);

@@ -7,12 +7,6 @@
   "use strict";
   const live = (window.attnlibLive = window.attnlibLive || { builders: {} });  // whichever script loads first
   const KEYS = 16, WIDTH = 4, BLOCKS = [1, 2, 4, 8, 16];
-  function svgElement(tag, attributes, text) {
-    const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
-    for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, String(value));
-    if (text !== undefined) el.textContent = text;
-    return el;
-  }
 
   live.builders["online-softmax"] = function (root) {
     const seed = Number(root.dataset.seed || 0);
@@ -38,7 +32,7 @@
     const play = live.button(buttons, { name: "play", label: "play" });
     play.setAttribute("aria-pressed", "false");
     controls.append(buttons);
-    const strip = svgElement("svg", { class: "live-strip", role: "img", viewBox: `0 0 ${KEYS * 10} 60`, preserveAspectRatio: "none" });
+    const strip = live.svg("svg", { class: "live-strip", role: "img", viewBox: `0 0 ${KEYS * 10} 60`, preserveAspectRatio: "none" });
     const legend = live.element("p", { className: "live-legend" });
     for (const [kind, text] of [["read", "read"], ["current", "this block"], ["unread", "not read yet"], ["max", "its largest score so far: m"]]) {
       legend.append(live.element("span", { className: `live-swatch live-swatch-${kind}` }), ` ${text} `);
@@ -110,14 +104,14 @@
       const top = Math.max(highest, 0), bottom = Math.min(lowest, 0);
       const y = (z) => 4 + 52 * (top - z) / (top - bottom);  // signed: bars rise and fall from the zero line
       strip.replaceChildren(...scores.map((z, j) => {
-        const bar = svgElement("rect", {
+        const bar = live.svg("rect", {
           x: j * 10 + (j % size === 0 && j > 0 ? 1.5 : 1), width: 7.5, y: Math.min(y(z), y(0)), height: Math.max(0.5, Math.abs(y(z) - y(0))),
           class: `live-key live-${kindOf(j)}${j === largest ? " live-max" : ""}`, "data-score": String(z),
         });
-        bar.append(svgElement("title", {}, `key ${j}: score ${z.toFixed(3)}, value ${values[j].toFixed(3)}`));
+        bar.append(live.svg("title", {}, `key ${j}: score ${z.toFixed(3)}, value ${values[j].toFixed(3)}`));
         return bar;
-      }), svgElement("line", { x1: 0, x2: KEYS * 10, y1: y(0), y2: y(0), class: "live-zero" }),
-      ...Array.from({ length: KEYS / size - 1 }, (_, b) => svgElement("line", {
+      }), live.svg("line", { x1: 0, x2: KEYS * 10, y1: y(0), y2: y(0), class: "live-zero" }),
+      ...Array.from({ length: KEYS / size - 1 }, (_, b) => live.svg("line", {
         x1: (b + 1) * size * 10, x2: (b + 1) * size * 10, y1: 0, y2: 60, class: "live-block-edge" })));
       strip.setAttribute("aria-label", `the scores of ${KEYS} keys as bars above and below zero, in blocks of ${size}; ${t * size} read`);
       scoreList.replaceChildren(...scores.map((z, j) => {

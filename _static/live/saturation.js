@@ -18,14 +18,6 @@
     const at = (sorted.length - 1) * q / 100, below = Math.floor(at);
     return below + 1 < sorted.length ? sorted[below] + (at - below) * (sorted[below + 1] - sorted[below]) : sorted[below];
   }
-  const SVG = "http://www.w3.org/2000/svg";
-
-  function svg(tag, attributes, text) {
-    const el = document.createElementNS(SVG, tag);
-    for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, String(value));
-    if (text !== undefined) el.textContent = text;
-    return el;
-  }
 
   live.builders.saturation = function (root) {
     const seed = Number(root.dataset.seed || 0);
@@ -60,7 +52,7 @@
       return Object.assign(side, { bars, summary });
     });
     const status = live.element("p", { className: "live-visually-hidden", "aria-live": "polite" });
-    const plot = svg("svg", { viewBox: "0 0 320 170", class: "live-plot", role: "img" });
+    const plot = live.svg("svg", { viewBox: "0 0 320 170", class: "live-plot", role: "img" });
     const plotKey = live.element("p", { className: "live-note" },
       `Dots: this draw. Shaded: the middle half of draws 1 to ${BAND_DRAWS}; dashed: their median.`);
     const bound = live.element("p", { className: "live-note" },
@@ -86,35 +78,35 @@
       const y = (w) => bottom - (bottom - top) * w;
       const parts = [];
       for (const w of [0, 0.5, 1]) {
-        parts.push(svg("line", { x1: left, x2: right, y1: y(w), y2: y(w), class: "live-plot-grid" }),
-                   svg("text", { x: left - 5, y: y(w) + 4, "text-anchor": "end" }, String(w)));
+        parts.push(live.svg("line", { x1: left, x2: right, y1: y(w), y2: y(w), class: "live-plot-grid" }),
+                   live.svg("text", { x: left - 5, y: y(w) + 4, "text-anchor": "end" }, String(w)));
       }
-      parts.push(svg("line", { x1: left, x2: right, y1: y(1 / KEYS), y2: y(1 / KEYS), class: "live-plot-uniform" }),
-                 svg("text", { x: right, y: y(1 / KEYS) - 3, "text-anchor": "end", class: "live-plot-small" }, "1/8: all keys alike"));
+      parts.push(live.svg("line", { x1: left, x2: right, y1: y(1 / KEYS), y2: y(1 / KEYS), class: "live-plot-uniform" }),
+                 live.svg("text", { x: right, y: y(1 / KEYS) - 3, "text-anchor": "end", class: "live-plot-small" }, "1/8: all keys alike"));
       DIMS.forEach((width, at) => {
-        if (at % 2 === 0) parts.push(svg("text", { x: x(at), y: bottom + 14, "text-anchor": "middle" }, String(width)));
+        if (at % 2 === 0) parts.push(live.svg("text", { x: x(at), y: bottom + 14, "text-anchor": "middle" }, String(width)));
       });
-      parts.push(svg("text", { x: (left + right) / 2, y: bottom + 32, "text-anchor": "middle" }, "key width d (log scale)"),
-                 svg("text", { x: 11, y: (top + bottom) / 2, "text-anchor": "middle", transform: `rotate(-90 11 ${(top + bottom) / 2})` }, "largest weight"));
+      parts.push(live.svg("text", { x: (left + right) / 2, y: bottom + 32, "text-anchor": "middle" }, "key width d (log scale)"),
+                 live.svg("text", { x: 11, y: (top + bottom) / 2, "text-anchor": "middle", transform: `rotate(-90 11 ${(top + bottom) / 2})` }, "largest weight"));
       const at = DIMS.indexOf(d);
-      parts.push(svg("line", { x1: x(at), x2: x(at), y1: top, y2: bottom, class: "live-plot-now" }));
+      parts.push(live.svg("line", { x1: x(at), x2: x(at), y1: top, y2: bottom, class: "live-plot-now" }));
       for (const side of sides) {  // the middle half of 32 draws, shaded, and their median, dashed
         const [low, middle, high] = band[side.name];
         const outline = [...low.map((w, i) => `${x(i)},${y(w)}`), ...high.map((w, i) => `${x(i)},${y(w)}`).reverse()];
-        parts.push(svg("polygon", { points: outline.join(" "), class: `live-plot-band live-${side.name}`, "data-side": side.name,
+        parts.push(live.svg("polygon", { points: outline.join(" "), class: `live-plot-band live-${side.name}`, "data-side": side.name,
                                     "data-quartiles": JSON.stringify([low, middle, high]) }),
-                   svg("polyline", { points: middle.map((w, i) => `${x(i)},${y(w)}`).join(" "), class: `live-plot-median live-${side.name}` }));
+                   live.svg("polyline", { points: middle.map((w, i) => `${x(i)},${y(w)}`).join(" "), class: `live-plot-median live-${side.name}` }));
       }
       for (const side of sides) {
         const largest = DIMS.map((width) => Math.max(...weightsAt(width, side.scale(width))));
-        parts.push(svg("polyline", { points: largest.map((w, i) => `${x(i)},${y(w)}`).join(" "), class: `live-plot-line live-${side.name}` }));
-        largest.forEach((w, i) => parts.push(svg("circle", {
+        parts.push(live.svg("polyline", { points: largest.map((w, i) => `${x(i)},${y(w)}`).join(" "), class: `live-plot-line live-${side.name}` }));
+        largest.forEach((w, i) => parts.push(live.svg("circle", {
           cx: x(i), cy: y(w), r: i === at ? 4.5 : 2.5, class: `live-plot-point live-${side.name}`,
           "data-d": DIMS[i], "data-side": side.name, "data-value": w,
         })));
       }
-      parts.push(svg("text", { x: left + 6, y: top + 12, class: "live-plot-key live-unscaled" }, "● unscaled"),
-                 svg("text", { x: left + 6, y: top + 26, class: "live-plot-key live-scaled" }, "● scaled"));
+      parts.push(live.svg("text", { x: left + 6, y: top + 12, class: "live-plot-key live-unscaled" }, "● unscaled"),
+                 live.svg("text", { x: left + 6, y: top + 26, class: "live-plot-key live-scaled" }, "● scaled"));
       plot.replaceChildren(...parts);
       plot.setAttribute("aria-label", `the largest weight of this draw against d, from 1 to ${WIDEST}, over the middle half of the first ${BAND_DRAWS} draws: unscaled it climbs towards 1, scaled it stays near the level of d = 1`);
     }
