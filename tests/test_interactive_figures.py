@@ -19,21 +19,37 @@ alone, in a 390-px viewport: Chromium driven over its DevTools protocol (on a pi
 needed) tabs from each figure's first control to the next and presses a key on each (arrows,
 space, enter), as trusted input; each press must move that control and the figure with it.
 Under print media each page shows the static figure, not the live one, under the same caption.
+
+Every reading also runs the lines the figure prints under itself ("this state in code": the attnlib
+call that computes what it shows) and compares their result with the page's numbers; the tile
+figure's kernel call is bound to the kernel's signature, and once run in Triton's interpreter.
+Under touch emulation (a coarse pointer) at both widths: no "Tap the figure" hint under a live
+figure, every control at least 44 px high, on a phone one control a row and the readout in view;
+a link to a state ("#fig-mask-builder?L=8&sink-on=on") restores it, and a move rewrites it without a
+new history entry; the caption describes the figure (aria-describedby); chapter 8's "next block"
+keeps the focus at the last block, "play" steps on by itself and pauses, and under reduced motion
+its bars change with no transition; the figures' dark mode has no white tiles.
 """
+import ast
+import functools
 import html as html_module
+import inspect
 import json
 import math
+import os
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
 
 from attnlib.book import live_figures
+from attnlib.fused import attention as fused_attention
 from attnlib.book.seeded import SeededNormal
 from devtools_pipe import Browser
 from test_book import CHROMIUM, DESKTOP, ERROR_CATCHER, PHONE, PHONE_FRAME, needs_chromium
@@ -47,13 +63,11 @@ TOLERANCE = 1e-9
 # (page, figure, steps); a step is (actions, settings the page must then report)
 SCENARIOS = [
     ("chapters/04_softmax_saturation", "saturation", [
-        ([], {"d": 64, "scaled": True, "draw": 0}),
-        ([("d", "index", 8), ("scaled", "checked", False)], {"d": 256, "scaled": False, "draw": 0}),
-        ([("scaled", "checked", True)], {"d": 256, "scaled": True, "draw": 0}),
-        ([("draw", "click", None)], {"d": 256, "scaled": True, "draw": 1}),
-        ([("d", "index", 0)], {"d": 1, "scaled": True, "draw": 1}),
-        ([("d", "index", 10), ("scaled", "checked", False), ("draw", "click", None)],
-         {"d": 1024, "scaled": False, "draw": 2}),
+        ([], {"d": 64, "draw": 0}),
+        ([("d", "index", 8)], {"d": 256, "draw": 0}),
+        ([("draw", "click", None)], {"d": 256, "draw": 1}),
+        ([("d", "index", 0)], {"d": 1, "draw": 1}),
+        ([("d", "index", 10), ("draw", "click", None)], {"d": 1024, "draw": 2}),
     ]),
     ("chapters/05_stability_and_masks", "mask-builder", [
         ([], {"L": 4, "S": 6, "causal": "bottom_right", "left": "2", "right": "none", "valid": 6,
@@ -77,6 +91,9 @@ SCENARIOS = [
         ([("block", "value", "1"), ("read", "index", 16)], {"block": "1", "read": 16}),
         ([("block", "value", "16")], {"block": "16", "read": 1}),
         ([("block", "value", "8"), ("read", "index", 0)], {"block": "8", "read": 0}),
+        ([("read", "index", 2)], {"read": 2}),
+        # play at the end starts again from no key read; pause (in the same task: no step between)
+        ([("play", "click", None), ("play", "click", None)], {"block": "8", "read": 0}),
     ]),
     ("chapters/09_1_the_kernel", "kernel-tiles", [
         ([], {"n": 512, "block-m": "64", "block-n": "64", "causal": True, "left": "127"}),
@@ -94,11 +111,19 @@ HELPERS = r"""
 (function () {
   const read = {
     "saturation": (root) => ({
-      weights: [...root.querySelectorAll(".live-bar-row")].map((r) => +r.dataset.weight),
-      weightTexts: [...root.querySelectorAll(".live-bar-value")].map((e) => e.textContent),
+      panels: Object.fromEntries([...root.querySelectorAll("[data-panel]")].map((panel) => [panel.dataset.panel, {
+        weights: [...panel.querySelectorAll(".live-bar-row")].map((r) => +r.dataset.weight),
+        weightTexts: [...panel.querySelectorAll(".live-bar-value")].map((e) => e.textContent),
+        ...Object.fromEntries([...panel.querySelectorAll("strong[data-shown]")].map((e) =>
+          [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
+      }])),
+      curve: [...root.querySelectorAll(".live-plot-point")].map((e) => [+e.dataset.d, e.dataset.side, +e.dataset.value]),
+      band: Object.fromEntries([...root.querySelectorAll(".live-plot-band")].map((e) => [e.dataset.side, JSON.parse(e.dataset.quartiles)])),
+      plotText: [...root.querySelectorAll(".live-plot text")].map((e) => e.textContent),
+      band: Object.fromEntries([...root.querySelectorAll(".live-plot-band")].map((e) => [e.dataset.side, JSON.parse(e.dataset.quartiles)])),
+      plotText: [...root.querySelectorAll(".live-plot text")].map((e) => e.textContent),
       draw: +root.querySelector("[data-shown=draw]").dataset.draw,
-      ...Object.fromEntries([...root.querySelectorAll("strong[data-shown]")].map((e) =>
-        [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
+      code: root.querySelector("[data-shown=code]").textContent,
     }),
     "mask-builder": (root) => ({
       rows: [...root.querySelectorAll("tr[data-query]")].map((row) => ({
@@ -107,6 +132,8 @@ HELPERS = r"""
         texts: [...row.querySelectorAll("td[data-allowed]")].map((c) => c.textContent),
         sink: row.querySelector("td[data-sink]") ? +row.querySelector("td[data-sink]").dataset.sink : null,
       })),
+      note: root.querySelector(".live-note[aria-live]").textContent,
+      code: root.querySelector("[data-shown=code]").textContent,
     }),
     "online-softmax": (root) => ({
       history: [...root.querySelectorAll("tr[data-keys-read]")].map((row) => ({
@@ -115,10 +142,15 @@ HELPERS = r"""
       })),
       shown: Object.fromEntries([...root.querySelectorAll("dd[data-shown]")].map((e) =>
         [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
+      scores: [...root.querySelectorAll(".live-strip rect")].map((e) => +e.dataset.score),
+      scoreTexts: [...root.querySelectorAll(".live-score > span:last-child")].map((e) => e.textContent),
+      code: root.querySelector("[data-shown=code]").textContent,
     }),
     "kernel-tiles": (root) => ({
       kinds: [...root.querySelectorAll(".live-tile")].map((t) => [t.dataset.tile, +t.dataset.kind]),
-      counts: Object.fromEntries([...root.querySelectorAll("[data-shown]")].map((e) => [e.dataset.shown, +e.dataset.value])),
+      counts: Object.fromEntries([...root.querySelectorAll(".live-summary [data-shown]")].map((e) => [e.dataset.shown, +e.dataset.value])),
+      axes: [...root.querySelectorAll("[data-axis]")].map((e) => e.textContent),
+      code: root.querySelector("[data-shown=code]").textContent,
     }),
   };
   function settings(root) {
@@ -230,15 +262,64 @@ def same_text(text: str, expected: float, places: int) -> bool:
                     for delta in (-TOLERANCE, 0.0, TOLERANCE)}
 
 
+def run_printed(code: str, names: dict | None = None) -> dict:
+    """Run the lines a figure prints under itself ("this state in code"), as a reader would paste them."""
+    names = {} if names is None else names
+    exec(compile(code, "<the figure's code>", "exec"), names)  # noqa: S102 - the page's own lines, under test
+    return names
+
+
+def kernel_call(code: str) -> tuple[inspect.BoundArguments, str]:
+    """The tile figure's call of the fused kernel (``o = attention(...)``) bound to that function's
+    signature, which fails on a keyword it does not take (it needs a GPU to run; one test runs it in
+    Triton's interpreter), and the rest of the lines."""
+    call = next(node for node in ast.parse(code).body
+                if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "o")
+    lines = code.splitlines()
+    kernel = "\n".join(lines[call.lineno - 1:call.end_lineno])
+    bound = run_printed(kernel, {"attention": inspect.signature(fused_attention).bind, "q": "q", "k": "k", "v": "v"})["o"]
+    return bound, "\n".join(lines[:call.lineno - 1] + lines[call.end_lineno:])
+
+
+@functools.lru_cache(maxsize=None)
+def saturation_state(seed: int, draw: int, dim: int, scaled: bool):
+    return live_figures.saturation_state(seed, draw, dim, scaled)
+
+
+@functools.lru_cache(maxsize=None)
+def saturation_band(seed: int) -> dict:
+    return live_figures.saturation_band(seed)
+
+
+@functools.lru_cache(maxsize=None)
+def saturation_band(seed: int) -> dict:
+    return live_figures.saturation_band(seed)
+
+
 def check_saturation(settings: dict, shown: dict, seed: int = 0) -> None:
-    summary = live_figures.saturation_state(seed, settings["draw"], settings["d"], settings["scaled"])
     assert shown["draw"] == settings["draw"]
-    assert all(map(close, shown["weights"], summary.weights)), (shown["weights"], summary.weights)
-    assert all(same_text(t, w, 3) for t, w in zip(shown["weightTexts"], summary.weights))
-    for name, expected in [("max-weight", summary.max_weight), ("entropy", summary.entropy),
-                           ("max-entropy", summary.max_entropy)]:
-        assert close(shown[name]["value"], expected), (name, shown[name], expected)
-        assert same_text(shown[name]["text"].removesuffix(" nats"), expected, 3), (name, shown[name], expected)
+    printed = run_printed(shown["code"])
+    for side in ("scaled", "unscaled"):
+        summary = saturation_state(seed, settings["draw"], settings["d"], side == "scaled")
+        panel = shown["panels"][side]
+        assert all(map(close, panel["weights"], summary.weights)), (side, panel["weights"], summary.weights)
+        assert all(same_text(t, w, 3) for t, w in zip(panel["weightTexts"], summary.weights))
+        for name, expected in [("max-weight", summary.max_weight), ("entropy", summary.entropy)]:
+            assert close(panel[name]["value"], expected), (side, name, panel[name], expected)
+            assert same_text(panel[name]["text"].removesuffix(" nats"), expected, 3), (side, name, panel[name], expected)
+        weights = printed[f"p_{side}"]
+        assert weights.shape == (1, 8) and all(map(close, weights[0].tolist(), panel["weights"])), (side, shown["code"])
+    # the largest weight of this draw at every d, for both sides, with the current d among them
+    assert sorted((d, side) for d, side, _ in shown["curve"]) == sorted(
+        (d, side) for d in live_figures.SATURATION_DIMS for side in ("scaled", "unscaled"))
+    for d, side, value in shown["curve"]:
+        assert close(value, saturation_state(seed, settings["draw"], d, side == "scaled").max_weight), (d, side, value)
+    for side, quartiles in saturation_band(seed).items():  # the band and median over the first draws
+        np.testing.assert_allclose(shown["band"]["scaled" if side else "unscaled"], quartiles, rtol=TOLERANCE, atol=TOLERANCE)
+    assert {"key width d (log scale)", "largest weight"} <= set(shown["plotText"])  # the plot's axes
+    for side, quartiles in saturation_band(seed).items():  # the band and median over the first draws
+        np.testing.assert_allclose(shown["band"]["scaled" if side else "unscaled"], quartiles, rtol=TOLERANCE, atol=TOLERANCE)
+    assert {"key width d (log scale)", "largest weight"} <= set(shown["plotText"])  # the plot's axes
 
 
 def check_mask_builder(settings: dict, shown: dict, seed: int = 0) -> None:
@@ -260,6 +341,15 @@ def check_mask_builder(settings: dict, shown: dict, seed: int = 0) -> None:
         assert all(row["sink"] is None for row in rows)
     else:
         assert all(map(close, [row["sink"] for row in rows], built.sink.tolist()))
+    printed = run_printed(shown["code"])
+    assert printed["p"].shape == (1, settings["L"], settings["S"]), shown["code"]
+    for row, weights in zip(rows, printed["p"][0].tolist()):
+        assert all(map(close, row["weights"], weights)), (shown["code"], row["weights"], weights)
+    if built.sink is not None:
+        assert all(map(close, [row["sink"] for row in rows], printed["sink_share"][0].tolist())), shown["code"]
+    offset = settings["S"] - settings["L"] if settings["causal"] == "bottom_right" else 0
+    where = "i" if offset == 0 else f"i + {offset}" if offset > 0 else f"i \u2212 {-offset}"
+    assert shown["note"].startswith(f"Query i sits at key position {where}."), shown["note"]
 
 
 def check_online_softmax(settings: dict, shown: dict, seed: int = 0) -> None:
@@ -276,6 +366,19 @@ def check_online_softmax(settings: dict, shown: dict, seed: int = 0) -> None:
     if settings["read"] * int(settings["block"]) == live_figures.ONLINE_KEYS:
         lse = states[-1].m + math.log(states[-1].l)
         assert close(shown["shown"]["lse"]["value"], lse)
+    # the scores drawn with their sign, and their values as text
+    query, keys, _ = live_figures.online_softmax_inputs(seed)
+    scores = ((query @ keys.T)[0] / math.sqrt(live_figures.ONLINE_WIDTH)).tolist()
+    assert all(map(close, shown["scores"], scores)) and min(scores) < 0 < max(scores)
+    assert all(same_text(t.replace("\u2212", "-"), z, 2) for t, z in zip(shown["scoreTexts"], scores, strict=True))
+    printed = run_printed(shown["code"])
+    if not states:
+        assert "no key read yet" in shown["code"] and "o" not in printed
+        return
+    for name, value in [("m", printed["m"]), ("l", printed["l"][0]), ("acc", printed["acc"][0, 0]),
+                        ("output", printed["o"][0, 0])]:
+        assert close(float(value), getattr(states[-1], name)) and close(float(value), shown["shown"][name]["value"]), (
+            name, shown["code"])
 
 
 def check_kernel_tiles(settings: dict, shown: dict) -> None:
@@ -293,6 +396,15 @@ def check_kernel_tiles(settings: dict, shown: dict) -> None:
                                "without-window": int((live_figures.tile_kinds(
                                    settings["n"], int(settings["block-m"]), int(settings["block-n"]),
                                    settings["causal"]) > 0).sum())}
+    n_blocks, n_tiles = kinds.shape
+    assert shown["axes"] == [f"key tiles, {n_tiles} of b_k = {settings['block-n']} keys \u2192",
+                             f"query blocks, {n_blocks} of b_q = {settings['block-m']} queries \u2193"]
+    bound, without_kernel = kernel_call(shown["code"])
+    np.testing.assert_array_equal(run_printed(without_kernel)["kinds"], kinds)
+    call = bound.arguments
+    assert call.get("is_causal", False) == settings["causal"] and call["blocks"] == (
+        int(settings["block-m"]), int(settings["block-n"])), shown["code"]
+    assert call.get("window") == (None if left is None else (left, 0 if settings["causal"] else None)), shown["code"]
 
 
 CHECKS = {"saturation": check_saturation, "mask-builder": check_mask_builder,
@@ -356,8 +468,7 @@ def test_the_jupyter_edition_keeps_the_static_figures_and_drops_the_placeholders
 # figure's first control, focused; Tab moves on to the next control, in the page's order
 KEYBOARD = [
     ("chapters/04_softmax_saturation", "saturation", [
-        ("ArrowRight", {"d": 128}), ("Tab", {}), (" ", {"scaled": False}), ("Tab", {}),
-        ("Enter", {"draw": 1}), ("Enter", {"draw": 2}),
+        ("ArrowRight", {"d": 128}), ("Tab", {}), ("Enter", {"draw": 1}), (" ", {"draw": 2}),
     ]),
     ("chapters/05_stability_and_masks", "mask-builder", [
         ("ArrowRight", {"L": 5}), ("Tab", {}), ("ArrowRight", {"S": 7}), ("Tab", {}),
@@ -398,7 +509,8 @@ def test_every_control_works_from_the_keyboard_on_a_phone(own_book_html, page, f
             assert {k: state["settings"][k] for k in expected} == expected, (key, focused[-1], state["settings"])
             CHECKS[figure](dict(state["settings"], draw=draw), state["shown"])
         names = browser.evaluate(f"[...{root}.querySelectorAll('[data-control]')].map(c => c.dataset.control)")
-        assert set(focused) == set(names), f"never reached from the keyboard: {set(names) - set(focused)}"
+        # "play" runs on a timer: test_the_figures_on_a_phone_and_in_a_link presses it
+        assert set(focused) == set(names) - {"play"}, f"never reached from the keyboard: {set(names) - set(focused)}"
         assert not browser.errors(), browser.errors()
         remote = [url for url in browser.requests() if not url.startswith("file://")]
         assert not remote, f"requests leaving the page's host: {remote}"
@@ -439,3 +551,171 @@ def test_on_screen_the_live_figure_and_in_print_the_static_one_under_the_same_ca
             browser.call("Emulation.setEmulatedMedia", page=True, media="")
     finally:
         browser.close()
+
+
+# (page, figure, a link to a state, the settings it must restore, a control to move next and the
+# settings that move gives)
+LINKS = [
+    ("chapters/04_softmax_saturation", "saturation", "#fig-widget-first-draw?d=256&draw=2",
+     {"d": 256, "draw": 2}, ("d", "index", 3), {"d": 8}),
+    ("chapters/05_stability_and_masks", "mask-builder", "#fig-mask-builder?L=8&sink-on=on&sink=0",
+     {"L": 8, "S": 6, "causal": "bottom_right", "left": "2", "sink-on": True, "sink": 0}, ("right", "value", "1"),
+     {"right": "1"}),
+    ("chapters/08_online_softmax", "online-softmax", "#fig-online-steps?block=2&read=5",
+     {"block": "2", "read": 5}, ("block", "value", "8"), {"block": "8", "read": 2}),
+    ("chapters/09_1_the_kernel", "kernel-tiles", "#fig-kernel-tiles?n=1024&block-m=128&block-n=32&causal=off&left=255",
+     {"n": 1024, "block-m": "128", "block-n": "32", "causal": False, "left": "255"}, ("causal", "checked", True),
+     {"causal": True}),
+]
+
+TOUCH_TARGET = 44  # px: the 2.75rem the figures give a control under a coarse pointer
+
+# The figure's controls as a finger meets them: for a checkbox, its label (tapping it ticks the box)
+TARGETS = """(() => {
+  const root = %s;
+  return [...root.querySelectorAll("[data-control], .live-link")].map((c) => {
+    const target = c.type === "checkbox" ? document.querySelector(`label[for="${c.id}"]`) : c;
+    const box = target.getBoundingClientRect();
+    return [c.dataset.control || "link", c.type || c.tagName.toLowerCase(), Math.round(box.width), Math.round(box.height)];
+  });
+})()"""
+
+LAYOUT = """(() => {
+  const root = %s;
+  window.scrollBy(0, root.getBoundingClientRect().top);
+  const box = (e) => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+  const caption = document.getElementById(root.getAttribute("aria-describedby"));
+  return {fields: [...root.querySelectorAll(".live-controls > .live-field")].map(box),
+          readout: box(root.querySelector("[data-readout]")), height: window.innerHeight,
+          caption: caption ? caption.tagName + " " + caption.textContent.trim().slice(0, 40) : null,
+          captionOfHost: !!caption && caption === root.closest("figure").querySelector("figcaption"),
+          hint: getComputedStyle(root.closest("figure").querySelector("figcaption"), "::before").content};
+})()"""
+
+
+@pytest.mark.book
+@needs_chromium
+@pytest.mark.parametrize("width", [DESKTOP, PHONE])
+def test_the_figures_on_a_phone_and_in_a_link(own_book_html, width):
+    """Under a coarse pointer (a phone, a tablet): no tap hint under a live figure, every control at
+    least 44 px high, on a phone one control a row with the readout in view; a link restores a state
+    and moving a control rewrites the link; the caption describes the figure; 8.1 plays and keeps the
+    focus on its last "next block"; the printed code computes what is shown (CHECKS)."""
+    browser = Browser(CHROMIUM, width, 844)
+    sizes = {}
+    try:
+        browser.call("Emulation.setTouchEmulationEnabled", page=True, enabled=True, maxTouchPoints=5)
+        assert browser.evaluate("matchMedia('(pointer: coarse)').matches")
+        for page, figure, link, restored, move, moved in LINKS:
+            url = (own_book_html / f"{page}.html").as_uri()
+            browser.open(url + link)
+            browser.evaluate(HELPERS)
+            root = f'document.querySelector(\'.live-figure[data-figure="{figure}"]\')'
+            state = browser.evaluate(f"({{settings: __liveTest.settings({root}), shown: __liveTest.read['{figure}']({root})}})")
+            assert {k: state["settings"][k] for k in restored if k != "draw"} == {
+                k: v for k, v in restored.items() if k != "draw"}, (link, state["settings"])
+            CHECKS[figure](dict(state["settings"], draw=restored.get("draw", 0)), state["shown"])
+            top = browser.evaluate(f"{root}.closest('figure').getBoundingClientRect().top")
+            assert 0 <= top < 844, f"{link}: the linked figure is not in view ({top})"
+
+            layout = browser.evaluate(LAYOUT % root)
+            assert layout["captionOfHost"], (page, layout["caption"])  # aria-describedby: the caption
+            assert layout["hint"] in {"none", "normal"}, (page, layout["hint"])  # no "Tap the figure"
+            sizes[figure] = browser.evaluate(TARGETS % root)
+            small = [target for target in sizes[figure] if target[3] < TOUCH_TARGET]
+            assert not small, f"{page} at {width} px: targets under {TOUCH_TARGET} px: {small}"
+            if width == PHONE:  # one control a row, each under the one before, then the readout in view
+                fields = layout["fields"]
+                assert len({round(f[0]) for f in fields}) == 1, fields
+                assert all(b[1] >= a[3] - 1 for a, b in zip(fields, fields[1:])), fields
+                assert 0 <= layout["readout"][1] and layout["readout"][3] <= layout["height"], (page, layout)
+
+            # a move rewrites the address (no new history entry); that address restores the move
+            length = browser.evaluate("history.length")
+            before = browser.evaluate("location.hash")
+            browser.evaluate(f"__liveTest.act({root}, {json.dumps(list(move))})")
+            deadline = time.monotonic() + 10  # the address follows a quarter second behind
+            while browser.evaluate("location.hash") == before:
+                assert time.monotonic() < deadline, f"{page}: moving {move} left the address at {before}"
+                time.sleep(0.1)
+            after = browser.evaluate(f"({{hash: location.hash, settings: __liveTest.settings({root}),"
+                                     f" code: {root}.querySelector('[data-shown=code]').textContent}})")
+            assert {k: after["settings"][k] for k in moved} == moved, after
+            assert browser.evaluate("history.length") == length
+            assert after["hash"].startswith(link.split("?")[0] + "?"), after["hash"]
+            browser.open("about:blank")
+            browser.open(url + after["hash"])
+            browser.evaluate(HELPERS)
+            again = browser.evaluate(f"({{settings: __liveTest.settings({root}),"
+                                     f" code: {root}.querySelector('[data-shown=code]').textContent}})")
+            assert again == {"settings": after["settings"], "code": after["code"]}, (after, again)
+
+            if figure == "online-softmax":
+                check_online_softmax_keyboard(browser, root)
+            if figure == "kernel-tiles":  # the theme's dark mode: no white tiles on the dark page
+                skipped = f"getComputedStyle({root}.querySelector('.live-tile-skipped')).backgroundColor"
+                assert browser.evaluate(skipped) == "rgb(255, 255, 255)"
+                browser.evaluate("document.documentElement.dataset.theme = 'dark'")
+                assert browser.evaluate(skipped) == "rgba(0, 0, 0, 0)"
+        if width == DESKTOP:  # the tile figure's kernel call, run in Triton's interpreter (n = 128: seconds)
+            browser.open((own_book_html / "chapters/09_1_the_kernel.html").as_uri()
+                         + "#fig-kernel-tiles?n=128&block-m=32&block-n=64&causal=on&left=31")
+            run_kernel_call(browser.evaluate("document.querySelector('.live-figure [data-shown=code]').textContent"),
+                            seq_len=128, is_causal=True, window=(31, 0))
+        assert not browser.errors(), browser.errors()
+    finally:
+        browser.close()
+    print(f"touch targets at {width} px, coarse pointer (control, type, width, height):", json.dumps(sizes))
+
+
+def check_online_softmax_keyboard(browser: Browser, root: str) -> None:
+    """Enter on "next block" up to the last block keeps the focus there; "play" steps on by itself,
+    "pause" stops it, both from the keyboard; under reduced motion the bars change with no transition."""
+    browser.evaluate(f"{root}.querySelector('[data-control=read]').value = '0';"
+                     f"{root}.querySelector('[data-control=read]').dispatchEvent(new Event('input'))")
+    browser.evaluate(f"{root}.querySelector('[data-control=next]').focus()")
+    for _ in range(5):  # 4 blocks of 2 ... the settings above: blocks of 8, two of them; one press too many
+        browser.press("Enter")
+    focus = browser.evaluate("document.activeElement.dataset.control")
+    assert focus == "next", f"focus fell to {browser.evaluate('document.activeElement.tagName')}"
+    assert browser.evaluate(f"__liveTest.settings({root}).read") == 2
+    assert browser.evaluate(f"{root}.querySelector('[data-control=next]').getAttribute('aria-disabled')") == "true"
+    browser.press("Tab")
+    assert browser.evaluate("document.activeElement.dataset.control") == "play"
+    browser.press("Enter")  # at the end: play starts again from no key read
+    assert browser.evaluate(f"__liveTest.settings({root}).read") == 0
+    deadline = time.monotonic() + 10
+    while browser.evaluate(f"__liveTest.settings({root}).read") < 1:
+        assert time.monotonic() < deadline, "play did not step"
+        time.sleep(0.1)
+    browser.press(" ")  # pause
+    paused = browser.evaluate(f"__liveTest.settings({root}).read")
+    assert browser.evaluate(f"{root}.querySelector('[data-control=play]').getAttribute('aria-pressed')") == "false"
+    time.sleep(1.3)
+    assert browser.evaluate(f"__liveTest.settings({root}).read") == paused
+    transition = f"getComputedStyle({root}.querySelector('.live-strip rect')).transitionDuration"
+    assert browser.evaluate(transition) != "0s"
+    browser.call("Emulation.setEmulatedMedia", page=True, media="",
+                 features=[{"name": "prefers-reduced-motion", "value": "reduce"}])
+    assert browser.evaluate(transition) == "0s"
+    browser.call("Emulation.setEmulatedMedia", page=True, media="", features=[])
+
+
+KERNEL_RUN = """
+import torch, attnlib
+torch.manual_seed(0)
+q, k, v = (torch.randn(1, {seq_len}, 16) for _ in range(3))
+{code}
+reference = attnlib.scaled_dot_product_attention(q, k, v, is_causal={is_causal}, window={window}, backend="naive")
+print("largest difference", float((o - reference).abs().max()))
+"""
+
+
+def run_kernel_call(code: str, seq_len: int, is_causal: bool, window) -> None:
+    """Run the tile figure's printed code with its kernel call in Triton's interpreter (a process of
+    its own: TRITON_INTERPRET is read when Triton is imported) against the naive path."""
+    script = KERNEL_RUN.format(seq_len=seq_len, code=code, is_causal=is_causal, window=window)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert float(result.stdout.split("largest difference")[1]) < 1e-5, result.stdout

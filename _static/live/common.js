@@ -6,7 +6,8 @@
  * numbered caption), whose image it replaces on screen. Print, and a browser without
  * scripts, show the image. Nothing is loaded from anywhere: the book reads offline.
  * The numbers are checked against attnlib (attnlib/book/live_figures.py) by
- * tests/test_interactive_figures.py.
+ * tests/test_interactive_figures.py, and so is the attnlib code each figure prints for its state
+ * (live.share, which also keeps the state in the page's address).
  */
 (function () {
   "use strict";
@@ -76,6 +77,14 @@
   }
   live.element = element;
 
+  /* an SVG element (a plot's marks and labels) */
+  live.svg = function (tag, attributes, text) {
+    const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, String(value));
+    if (text !== undefined) el.textContent = text;
+    return el;
+  };
+
   function field(parent, labelText, control) {
     const wrap = element("div", { className: "live-field" });
     const label = element("label", { for: control.id }, labelText);
@@ -95,6 +104,7 @@
     const text = () => (show ? show(stops[+input.value]) : String(stops[+input.value]));
     const refresh = () => {
       input.dataset.value = String(stops[+input.value]);
+      input.dataset.stops = JSON.stringify(stops);  // what a link may ask for (live.share)
       shown.textContent = text();
       input.setAttribute("aria-valuetext", text());
     };
@@ -132,13 +142,116 @@
     return box;
   };
 
+  /* A button that stays in the Tab order when it has nothing to do (aria-disabled, not
+   * disabled: a disabled button drops the keyboard's focus to the page's body) */
   live.button = function (parent, { name, label }) {
     const button = element("button", { type: "button", "data-control": name, className: "live-button" }, label);
     parent.append(button);
     return button;
   };
+  live.setEnabled = function (button, enabled) {
+    button.setAttribute("aria-disabled", String(!enabled));
+  };
 
-  /* build every placeholder and move it into its static figure */
+  /* The figure's state in the page's address and in code. The fragment
+   * "#FIGURE-ID?name=value&..." (FIGURE-ID: the static figure's id) names the value of each
+   * control, in the page's order, and of the `extra` state a builder keeps (the saturation
+   * figure's draw); opening such an address restores that state, and moving a control writes
+   * it (history.replaceState: no new history entry). `code()` returns the attnlib lines that
+   * compute what the figure shows, printed under it. `update` redraws the figure; call the
+   * returned `changed()` at the end of it. */
+  live.share = function (root, { code, extra = {}, update }) {
+    const id = root.dataset.static || root.dataset.figure;
+    const controls = () => [...root.querySelectorAll("input[data-control], select[data-control]")];
+    function read(control) {
+      if (control.type === "range") return control.dataset.value;
+      if (control.type === "checkbox") return control.checked ? "on" : "off";
+      return control.value;
+    }
+    function write(control, text) {  // false: not a value this control can take
+      if (control.type === "range") {
+        const at = JSON.parse(control.dataset.stops).findIndex((stop) => String(stop) === text);
+        if (at < 0) return false;
+        control.value = String(at);
+        control.dispatchEvent(new Event("input", { bubbles: true }));
+      } else if (control.type === "checkbox") {
+        if (text !== "on" && text !== "off") return false;
+        control.checked = text === "on";
+        control.dispatchEvent(new Event("change", { bubbles: true }));
+      } else {
+        if (![...control.options].some((option) => option.value === text)) return false;
+        control.value = text;
+        control.dispatchEvent(new Event("change", { bubbles: true }));
+      }
+      return true;
+    }
+    function fragment() {
+      const params = new URLSearchParams();
+      for (const [name, state] of Object.entries(extra)) params.set(name, state.get());
+      for (const control of controls()) params.set(control.dataset.control, read(control));
+      return `#${id}?${params.toString()}`;
+    }
+    const block = element("div", { className: "live-code" });
+    const heading = element("p", { className: "live-note" }, "This state in code (attnlib):");
+    const codeText = element("code", { "data-shown": "code" });
+    const pre = element("pre", {});
+    pre.append(codeText);
+    const link = element("a", { className: "live-link", href: fragment() }, "link to this state");
+    block.append(heading, pre, link);
+    root.append(block);
+
+    let restoring = true;  // no address written while the page opens, or while a link is read
+    function restore() {
+      const hash = decodeURIComponent(location.hash);
+      if (!hash.startsWith(`#${id}?`)) return false;
+      restoring = true;
+      const params = new URLSearchParams(hash.slice(id.length + 2));
+      for (const [name, state] of Object.entries(extra)) if (params.has(name)) state.set(params.get(name));
+      for (const control of controls()) {
+        const name = control.dataset.control;
+        if (params.has(name)) write(control, params.get(name));
+      }
+      update();
+      restoring = false;
+      return true;
+    }
+    /* the address follows a moving slider a quarter second behind: browsers limit how often a
+     * page may replace it (Safari throws after 100 times in 30 s) */
+    let pending = null;
+    function changed() {
+      codeText.textContent = code();
+      link.href = fragment();
+      if (restoring) return;
+      clearTimeout(pending);
+      pending = setTimeout(() => {
+        try { history.replaceState(history.state, "", fragment()); } catch (error) { /* the link below still holds it */ }
+      }, 250);
+    }
+    window.addEventListener("hashchange", restore);
+    return {
+      changed,
+      start() {  // after the first update: read the page's address, and bring a linked figure into view
+        if (restore()) (root.closest("figure") || root).scrollIntoView({ block: "start" });
+        restoring = false;
+      },
+    };
+  };
+
+  /* A call's arguments laid out as Python, one line while it fits in `width` characters */
+  live.pythonCall = function (head, args, width = 72) {
+    const line = `${head}(${args.join(", ")})`;
+    if (line.length <= width) return line;
+    const lines = [`${head}(`];
+    let current = "   ";
+    for (const arg of args) {
+      if (current.length + arg.length + 2 > width && current.trim()) { lines.push(current); current = "   "; }
+      current += ` ${arg},`;
+    }
+    lines.push(current, ")");
+    return lines.join("\n");
+  };
+
+  /* build every placeholder and move it into its static figure, described by its caption */
   function build(root) {
     const builder = live.builders[root.dataset.figure];
     if (!builder) throw new Error(`no live figure named ${root.dataset.figure}`);
@@ -147,9 +260,15 @@
       const caption = host.querySelector("figcaption");
       host.insertBefore(root, host.firstChild);
       host.classList.add("live-figure-host");
-      if (caption && caption.id) root.setAttribute("aria-describedby", caption.id);
+      if (caption) {
+        if (!caption.id) caption.id = `${host.id}-caption`;
+        root.setAttribute("aria-describedby", caption.id);
+      }
     }
+    root.setAttribute("role", "group");
+    root.setAttribute("aria-label", "live figure");
     root.classList.add("live-figure-ready");
+    root.append(element("p", { className: "live-badge" }, "Live figure: move the controls; the address keeps what you set."));
     builder(root);
   }
   function start() {

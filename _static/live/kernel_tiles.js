@@ -1,5 +1,5 @@
 /* Chapter 9.1: the tiles the fused kernel visits for self-attention over n tokens.
- * Controls: n, BLOCK_M, BLOCK_N, causal, the window's left reach.
+ * Controls: n, b_q (BLOCK_M), b_k (BLOCK_N), causal, the window's left reach.
  * A tile is skipped when none of its (query, key) pairs is allowed, computed with no mask
  * when all are (and it is a full tile of keys), and masked otherwise.
  * Python twin: attnlib.book.live_figures.tile_kinds (attnlib.causal_mask, attnlib.window_mask).
@@ -15,21 +15,25 @@
       name: "n", label: "tokens n = L = S", stops: [128, 256, 384, 512, 640, 768, 896, 1024], value: Number(root.dataset.n || 512),
     });
     const blockOptions = [32, 64, 128].map((b) => [String(b), String(b)]);
-    const blockM = live.select(controls, { name: "block-m", label: "BLOCK_M (queries per block)", options: blockOptions, value: root.dataset.blockM || "64" });
-    const blockN = live.select(controls, { name: "block-n", label: "BLOCK_N (keys per tile)", options: blockOptions, value: root.dataset.blockN || "64" });
+    const blockM = live.select(controls, { name: "block-m", label: "queries per tile b_q (BLOCK_M)", options: blockOptions, value: root.dataset.blockM || "64" });
+    const blockN = live.select(controls, { name: "block-n", label: "keys per tile b_k (BLOCK_N)", options: blockOptions, value: root.dataset.blockN || "64" });
     const causal = live.checkbox(controls, { name: "causal", label: "causal", checked: root.dataset.causal !== "false" });
     const left = live.select(controls, {
       name: "left", label: "window: keys back",
-      options: [["none", "none (no window)"], ...[31, 63, 127, 255, 511].map((r) => [String(r), `${r} (W = ${r + 1} with causal)`])],
+      options: [["none", "none (no window)"], ...[31, 63, 127, 255, 511].map((r) => [String(r), `${r} (w = ${r + 1} with causal)`])],
       value: root.dataset.left || "127",
     });
     const grid = live.element("div", { className: "live-tiles", role: "img" });
+    const keyAxis = live.element("p", { className: "live-axis live-axis-x", "data-axis": "x" });
+    const queryAxis = live.element("p", { className: "live-axis live-axis-y", "data-axis": "y" });
+    const plotArea = live.element("div", { className: "live-tiles-frame" });
+    plotArea.append(keyAxis, queryAxis, grid);
     const legend = live.element("p", { className: "live-legend" });
     for (const kind of KINDS) {
       legend.append(live.element("span", { className: `live-swatch live-tile-${kind}` }), ` ${kind} `);
     }
-    const counts = live.element("p", { className: "live-summary", "aria-live": "polite" });
-    root.append(controls, grid, legend, counts);
+    const counts = live.element("p", { className: "live-summary", "aria-live": "polite", "data-readout": "" });
+    root.append(controls, counts, plotArea, legend);
 
     function kinds(size, bm, bn, isCausal, back) {
       const rows = [];
@@ -57,8 +61,14 @@
       const columns = tiles[0].length;
       grid.style.setProperty("--columns", String(columns));
       grid.style.setProperty("--tile-ratio", String(bn / bm));
+      const why = ["no query of the block sees these keys: never loaded", "the mask's edge crosses it: computed with a mask",
+                   "every query sees every key: computed with no mask"];
       grid.replaceChildren(...tiles.flatMap((row, a) => row.map((kind, b) =>
-        live.element("span", { className: `live-tile live-tile-${KINDS[kind]}`, "data-kind": String(kind), "data-tile": `${a},${b}` }))));
+        live.element("span", {
+          className: `live-tile live-tile-${KINDS[kind]}`, "data-kind": String(kind), "data-tile": `${a},${b}`,
+          title: `queries ${a * bm} to ${Math.min((a + 1) * bm, size) - 1}, keys ${b * bn} to ${Math.min((b + 1) * bn, size) - 1}: `
+            + (kind === 1 && Math.min((b + 1) * bn, size) - b * bn < bn ? "a partial tile of keys: computed with a mask" : why[kind]),
+        }))));
       const flat = tiles.flat();
       const count = (k) => flat.filter((x) => x === k).length;
       const visited = count(1) + count(2);
@@ -68,12 +78,35 @@
         "visited ", live.element("strong", { "data-shown": "visited", "data-value": String(visited) }, String(visited)),
         ` of ${flat.length} tiles (`, live.element("span", { "data-shown": "masked", "data-value": String(count(1)) }, String(count(1))),
         " masked, ", live.element("span", { "data-shown": "whole", "data-value": String(count(2)) }, String(count(2))),
-        " whole); without the window: ", live.element("span", { "data-shown": "without-window", "data-value": String(withoutWindow) }, String(withoutWindow)),
-        (back === null || !causal.checked ? "" : `; per query block about (W + BLOCK_M) / BLOCK_N = ${((back + 1 + bm) / bn).toFixed(1)}`),
+        ` whole); ${causal.checked ? "causal alone" : "without the window"}: `,
+        live.element("span", { "data-shown": "without-window", "data-value": String(withoutWindow) }, String(withoutWindow)),
+        (back === null || !causal.checked ? "" : `; per query block about (w + b_q) / b_k = ${((back + 1 + bm) / bn).toFixed(1)}`),
       );
+      keyAxis.textContent = `key tiles, ${columns} of b_k = ${bn} keys →`;
+      queryAxis.replaceChildren(`query blocks, ${tiles.length} of b_q = ${bm} queries `,
+                                live.element("span", { className: "live-upright" }, "↓"));
+      shared.changed();
     }
+    const shared = live.share(root, {
+      update,
+      code: () => {
+        const size = n.value(), bm = Number(blockM.value), bn = Number(blockN.value);
+        // with causal the window reaches no key ahead: is_causal takes (left, 0), not (left, None)
+        const window = left.value === "none" ? [] : [`window=(${left.value}, ${causal.checked ? 0 : "None"})`];
+        const kernelArgs = ["q", "k", "v", ...(causal.checked ? ["is_causal=True"] : []), ...window, `blocks=(${bm}, ${bn})`];
+        const args = [`causal=${causal.checked ? "True" : "False"}`, ...window];
+        return ["from attnlib.fused import attention  # Triton, on a CUDA GPU",
+          "from attnlib.book.live_figures import tile_kinds",
+          "",
+          `# q, k, v: (..., ${size}, d_k); the kernel's tiles are b_q x b_k = ${bm} x ${bn}`,
+          live.pythonCall("o = attention", kernelArgs),
+          "# which tiles it skips, masks or takes whole (0, 1, 2), from the masks:",
+          live.pythonCall("kinds = tile_kinds", [String(size), String(bm), String(bn), ...args])].join("\n");
+      },
+    });
     n.input.addEventListener("input", update);
     for (const control of [blockM, blockN, causal, left]) control.addEventListener("change", update);
     update();
+    shared.start();
   };
 })();

@@ -12,7 +12,8 @@
   const sinkLogits = [-4, -3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3, 4];
 
   live.builders["mask-builder"] = function (root) {
-    const generator = live.seededNormal(Number(root.dataset.seed || 0));
+    const seed = Number(root.dataset.seed || 0);
+    const generator = live.seededNormal(seed);
     const queries = generator.matrix(MAX, WIDTH), keys = generator.matrix(MAX, WIDTH);
 
     const controls = live.element("div", { className: "live-controls" });
@@ -26,10 +27,11 @@
     const left = live.select(controls, { name: "left", label: "window: keys back", options: reaches, value: root.dataset.left || "none" });
     const right = live.select(controls, { name: "right", label: "window: keys ahead", options: reaches, value: root.dataset.right || "none" });
     const valid = live.slider(controls, { name: "valid", label: "keys before the padding", stops: [0, ...counts], value: Number(root.dataset.s || 6) });
-    const sinkOn = live.checkbox(controls, { name: "sink-on", label: "a sink (a key of score s and value 0)", checked: false });
-    const sink = live.slider(controls, { name: "sink", label: "sink logit s", stops: sinkLogits, value: 0 });
+    const sinkOn = live.checkbox(controls, { name: "sink-on", label: "a sink (a key of score ζ and value 0)", checked: false });
+    const sink = live.slider(controls, { name: "sink", label: "sink logit ζ", stops: sinkLogits, value: 0 });
     const note = live.element("p", { className: "live-note", "aria-live": "polite" });
-    const grid = live.element("table", { className: "live-grid" });
+    const grid = live.element("table", { className: "live-grid", "data-readout": "" });
+    grid.append(live.element("caption", { className: "live-visually-hidden" }, "the weight of each query (row) on each key (column)"));
     root.append(controls, note, grid);
 
     function update() {
@@ -61,25 +63,60 @@
           const cell = live.element("td", { className: seen ? "live-seen" : "live-hidden", "data-weight": String(w), "data-allowed": String(seen) },
                                     seen ? live.fixed(w, 2) : "·");
           if (seen) cell.style.setProperty("--weight", w.toFixed(3));
+          if (seen && w > 0.55) cell.classList.add("live-dark");  // light text on a dark cell
           cell.title = seen ? `query ${i} sees key ${j}: weight ${w.toFixed(4)}` : `query ${i} does not see key ${j}`;
           row.append(cell);
         });
         if (sinkWeight !== null) {
           const cell = live.element("td", { className: "live-seen live-sink", "data-sink": String(sinkWeight) }, live.fixed(sinkWeight, 2));
           cell.style.setProperty("--weight", sinkWeight.toFixed(3));
+          if (sinkWeight > 0.55) cell.classList.add("live-dark");
           row.append(cell);
         }
         rows.push(row);
       }
-      grid.replaceChildren(...rows);
+      grid.replaceChildren(grid.querySelector("caption"), ...rows);
       const blank = rows.slice(1).filter((row) => !row.querySelector("td.live-seen")).length;
-      note.textContent = `Query i sits at key position i + ${offset}. `
+      const position = offset === 0 ? "i" : offset > 0 ? `i + ${offset}` : `i − ${-offset}`;
+      note.textContent = `Query i sits at key position ${position}. `
         + (n < s ? `Keys ${n} to ${s - 1} are padding. ` : "")
         + (blank ? `${blank} ${blank === 1 ? "row sees" : "rows see"} nothing: weights 0, output 0. ` : "")
         + "Any other row's weights, with the sink's share, sum to 1.";
+      shared.changed();
     }
+    const shared = live.share(root, {
+      update,
+      code: () => {
+        const l = L.value(), s = S.value(), n = valid.value();
+        const args = [`q[None, :${l}]`, `k[None, :${s}]`];
+        const window = left.value === "none" && right.value === "none" ? null
+          : `(${left.value === "none" ? "None" : left.value}, ${right.value === "none" ? "None" : right.value})`;
+        const alignment = causal.value === "none" ? "top_left" : causal.value;
+        const padding = `torch.arange(${s}) < ${n}`;
+        // is_causal takes no attn_mask and no window reaching ahead: then the causal mask is an attn_mask
+        const causalMask = `attnlib.causal_mask(${l}, ${s}, "${alignment}")`;
+        const folded = causal.value !== "none" && (n < s || !(right.value === "none" || right.value === "0"));
+        if (n < s) args.push(`attn_mask=${causal.value === "none" ? padding : `${causalMask} & (${padding})`}`);
+        else if (folded) args.push(`attn_mask=${causalMask}`);
+        else if (causal.value !== "none") args.push("is_causal=True");
+        if (alignment === "bottom_right" && (window !== null || !folded)) args.push('causal_alignment="bottom_right"');
+        if (window !== null) args.push(`window=${window}`);
+        if (sinkOn.checked) {
+          const logit = sink.value();
+          args.push(`sinks=torch.tensor([${Number.isInteger(logit) ? logit.toFixed(1) : logit}], dtype=torch.float64)`);
+        }
+        return ["import attnlib",
+          "import torch",
+          "from attnlib.book.live_figures import mask_builder_inputs",
+          "",
+          `q, k = mask_builder_inputs(seed=${seed})  # 8 queries, 8 keys, width 8`,
+          live.pythonCall("p = attnlib.attention_weights", args),
+          ...(sinkOn.checked ? ["sink_share = 1 - p.sum(-1)  # the sink's weight in each row"] : [])].join("\n");
+      },
+    });
     for (const control of [L.input, S.input, valid.input, sink.input]) control.addEventListener("input", update);
     for (const control of [causal, left, right, sinkOn]) control.addEventListener("change", update);
     update();
+    shared.start();
   };
 })();

@@ -9,7 +9,8 @@
   const KEYS = 16, WIDTH = 4, BLOCKS = [1, 2, 4, 8, 16];
 
   live.builders["online-softmax"] = function (root) {
-    const generator = live.seededNormal(Number(root.dataset.seed || 0));
+    const seed = Number(root.dataset.seed || 0);
+    const generator = live.seededNormal(seed);
     const query = generator.matrix(1, WIDTH)[0];
     const keys = generator.matrix(KEYS, WIDTH);
     const values = generator.matrix(KEYS, 1).map((row) => row[0]);
@@ -18,22 +19,54 @@
 
     const controls = live.element("div", { className: "live-controls" });
     const block = live.select(controls, {
-      name: "block", label: "keys per block", options: BLOCKS.map((b) => [String(b), String(b)]), value: root.dataset.block || "4",
+      name: "block", label: "keys per block b_k", options: BLOCKS.map((b) => [String(b), String(b)]), value: root.dataset.block || "4",
     });
     const blocksOf = () => KEYS / Number(block.value);
     const read = live.slider(controls, {
-      name: "read", label: "blocks read", stops: Array.from({ length: blocksOf() + 1 }, (_, t) => t), value: Number(root.dataset.read || 0),
+      name: "read", label: "blocks read t", stops: Array.from({ length: blocksOf() + 1 }, (_, t) => t), value: Number(root.dataset.read || 0),
       show: (t) => `${t} of ${blocksOf()}`,
     });
-    const buttons = live.element("div", { className: "live-field" });
+    const buttons = live.element("div", { className: "live-field live-buttons" });
     const previous = live.button(buttons, { name: "previous", label: "previous block" });
     const next = live.button(buttons, { name: "next", label: "next block" });
+    const play = live.button(buttons, { name: "play", label: "play" });
+    play.setAttribute("aria-pressed", "false");
     controls.append(buttons);
-    const strip = live.element("div", { className: "live-strip", role: "img" });
+    const strip = live.svg("svg", { class: "live-strip", role: "img", viewBox: `0 0 ${KEYS * 10} 60`, preserveAspectRatio: "none" });
+    const legend = live.element("p", { className: "live-legend" });
+    for (const [kind, text] of [["read", "read"], ["current", "this block"], ["unread", "not read yet"], ["max", "its largest score so far: m"]]) {
+      legend.append(live.element("span", { className: `live-swatch live-swatch-${kind}` }), ` ${text} `);
+    }
+    const scoreList = live.element("div", { className: "live-score-values", role: "list", "aria-label": `the score z_j of each key j` });
     const blockScores = live.element("p", { className: "live-note" });
-    const state = live.element("dl", { className: "live-state", "aria-live": "polite" });
+    const state = live.element("dl", { className: "live-state", "aria-live": "polite", "data-readout": "" });
     const history = live.element("table", { className: "live-history" });
-    root.append(controls, strip, blockScores, state, history);
+    root.append(controls, state, strip, legend, scoreList, blockScores, history);
+
+    const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
+    let timer = null;
+    function stop() {
+      if (timer !== null) clearInterval(timer);
+      timer = null;
+      play.textContent = "play";
+      play.setAttribute("aria-pressed", "false");
+    }
+    function step(by) {
+      const t = read.value() + by;
+      if (t < 0 || t > blocksOf()) return false;
+      read.input.value = String(t);
+      read.refresh();
+      update();
+      return true;
+    }
+    function start() {  // one block a second; twice as slow, and with no transitions, under reduced motion
+      if (read.value() === blocksOf()) step(-read.value());
+      const pace = reducedMotion.matches ? 2000 : 1000;
+      play.dataset.pace = String(pace);
+      timer = setInterval(() => { if (!step(1) || read.value() === blocksOf()) stop(); }, pace);
+      play.textContent = "pause";
+      play.setAttribute("aria-pressed", "true");
+    }
 
     function steps(size) {  // the state after each block, from the recurrence of eqs. 8.2 to 8.4
       let m = -Infinity, l = 0, acc = 0;
@@ -61,29 +94,43 @@
     function update() {
       const size = Number(block.value);
       const t = read.value();
-      previous.disabled = t === 0;
-      next.disabled = t === KEYS / size;
+      live.setEnabled(previous, t > 0);
+      live.setEnabled(next, t < KEYS / size);
       const all = steps(size), done = all.slice(0, t), now = done[done.length - 1];
+      const seen = scores.slice(0, t * size);
+      const largest = seen.length ? seen.indexOf(Math.max(...seen)) : -1;
+      const kindOf = (j) => (j < (t - 1) * size ? "read" : j < t * size ? "current" : "unread");
 
-      strip.replaceChildren(...scores.map((s, j) => {
-        const kind = j < (t - 1) * size ? "read" : j < t * size ? "current" : "unread";
-        const cell = live.element("span", { className: `live-key live-${kind}`, "data-score": String(s), title: `key ${j}: score ${s.toFixed(3)}, value ${values[j].toFixed(3)}` });
-        cell.style.setProperty("--height", ((s - lowest) / (highest - lowest)).toFixed(3));  // bar height: the score
-        if (j % size === 0) cell.classList.add("live-block-start");
+      const top = Math.max(highest, 0), bottom = Math.min(lowest, 0);
+      const y = (z) => 4 + 52 * (top - z) / (top - bottom);  // signed: bars rise and fall from the zero line
+      strip.replaceChildren(...scores.map((z, j) => {
+        const bar = live.svg("rect", {
+          x: j * 10 + (j % size === 0 && j > 0 ? 1.5 : 1), width: 7.5, y: Math.min(y(z), y(0)), height: Math.max(0.5, Math.abs(y(z) - y(0))),
+          class: `live-key live-${kindOf(j)}${j === largest ? " live-max" : ""}`, "data-score": String(z),
+        });
+        bar.append(live.svg("title", {}, `key ${j}: score ${z.toFixed(3)}, value ${values[j].toFixed(3)}`));
+        return bar;
+      }), live.svg("line", { x1: 0, x2: KEYS * 10, y1: y(0), y2: y(0), class: "live-zero" }),
+      ...Array.from({ length: KEYS / size - 1 }, (_, b) => live.svg("line", {
+        x1: (b + 1) * size * 10, x2: (b + 1) * size * 10, y1: 0, y2: 60, class: "live-block-edge" })));
+      strip.setAttribute("aria-label", `the scores of ${KEYS} keys as bars above and below zero, in blocks of ${size}; ${t * size} read`);
+      scoreList.replaceChildren(...scores.map((z, j) => {
+        const cell = live.element("span", { className: `live-score live-${kindOf(j)}${j === largest ? " live-max" : ""}`, role: "listitem" });
+        cell.append(live.element("span", { className: "live-score-key" }, `j = ${j}`), live.element("span", {}, live.fixed(z, 2).replace("-", "−")));
         return cell;
       }));
-      strip.setAttribute("aria-label", `the scores of ${KEYS} keys as bars, in blocks of ${size}; ${t * size} read`);
 
       state.replaceChildren();
       blockScores.textContent = now
-        ? `block ${t} (keys ${now.start} to ${now.end - 1}), scores: ${scores.slice(now.start, now.end).map((s) => s.toFixed(3)).join(", ")}`
+        ? `block ${t} (keys ${now.start} to ${now.end - 1}), scores: ${scores.slice(now.start, now.end).map((s) => s.toFixed(3).replace("-", "−")).join(", ")}`
         : "no key read yet";
+      if (now && t > 1 && now.correction < 1) blockScores.textContent += `; m grew, so ℓ and acc were multiplied by ${now.correction.toFixed(4)} before this block was added`;
       if (!now) {
         state.append(live.element("dt", {}, "before any key"), live.element("dd", {}, "m = −∞, ℓ = 0, acc = 0"));
       } else {
 
         term("running maximum m", "m", now.m, now.m.toFixed(4));
-        term("correction exp(m_old − m)", "correction", now.correction, now.correction.toFixed(4));
+        term("correction e^(m_old − m)", "correction", now.correction, now.correction.toFixed(4));
         term("sum ℓ", "l", now.l, now.l.toFixed(4));
         term("acc", "acc", now.acc, now.acc.toFixed(4));
         term("output acc / ℓ", "output", now.output, now.output.toFixed(4));
@@ -100,14 +147,34 @@
         }
         return row;
       }));
+      shared.changed();
     }
     block.addEventListener("change", () => {
       read.setStops(Array.from({ length: blocksOf() + 1 }, (_, t) => t));
       update();
     });
     read.input.addEventListener("input", update);
-    previous.addEventListener("click", () => { read.input.value = String(read.value() - 1); read.refresh(); update(); });
-    next.addEventListener("click", () => { read.input.value = String(read.value() + 1); read.refresh(); update(); });
+    previous.addEventListener("click", () => { stop(); step(-1); });
+    next.addEventListener("click", () => { stop(); step(1); });
+    play.addEventListener("click", () => (timer === null ? start() : stop()));
+    const shared = live.share(root, {
+      update,
+      code: () => {
+        const size = Number(block.value), end = read.value() * size;
+        const head = ["import torch",
+          "from attnlib import tiled",
+          "from attnlib.book.live_figures import online_softmax_inputs",
+          "",
+          `q, k, v = online_softmax_inputs(seed=${seed})  # (1, 4), (16, 4), (16, 1)`];
+        if (end === 0) return [...head, "# no key read yet: m = -inf, l = 0, acc = 0"].join("\n");
+        return [...head,
+          live.pythonCall("o, lse = tiled.attention", [`q`, `k[:${end}]`, `v[:${end}]`, `block_k=${size}`, "return_lse=True"]),
+          `m = (q @ k[:${end}].T).max() / 2  # the largest score z_j so far (tau = 1/2)`,
+          "l = torch.exp(lse - m)",
+          "acc = o * l"].join("\n");
+      },
+    });
     update();
+    shared.start();
   };
 })();

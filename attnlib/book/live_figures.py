@@ -7,6 +7,9 @@ function here takes a figure's settings and returns the numbers that figure
 shows, computed by the library a chapter uses (``attention_weights``,
 ``tiled.attention``, the masks), so that a chapter can print them and
 ``tests/test_interactive_figures.py`` can compare them with the page's.
+Under each figure the page prints the attnlib lines that compute the state
+it shows, from these inputs (``saturation_draw``, ``mask_builder_inputs``,
+``online_softmax_inputs``, ``tile_kinds``); the test runs them.
 
 ========================  =============================  ==========================
 figure (chapter)          script                         numbers
@@ -40,17 +43,17 @@ ONLINE_KEYS, ONLINE_WIDTH, ONLINE_BLOCKS = 16, 4, (1, 2, 4, 8, 16)
 
 
 def saturation_draw(seed: int, draw: int = 0, n_keys: int = 8):
-    """Query ``(1024,)`` and keys ``(n_keys, 1024)`` of the figure's draw number ``draw`` (0: first).
+    """Query ``(1024,)`` and keys ``(n_keys, 1024)``, float64 tensors, of the figure's draw number ``draw`` (0: first).
 
     Each press of "draw again" takes the next query and keys from the same
     stream; a width ``d`` uses their first ``d`` coordinates.
     """
-    if draw < 0:
+    if isinstance(draw, bool) or not isinstance(draw, int) or draw < 0:
         raise ValueError(f"draw must be a non-negative int, got {draw!r}")
     generator = SeededNormal(seed)
     for _ in range(draw + 1):
         query, keys = draw_query_and_keys(generator, max(SATURATION_DIMS), n_keys)
-    return query, keys
+    return torch.from_numpy(query), torch.from_numpy(keys)
 
 
 def saturation_state(seed: int, draw: int, dim: int, scaled: bool) -> SaturationSummary:
@@ -59,6 +62,27 @@ def saturation_state(seed: int, draw: int, dim: int, scaled: bool) -> Saturation
         raise ValueError(f"dim must be one of {SATURATION_DIMS}, got {dim!r}")
     query, keys = saturation_draw(seed, draw)
     return saturation_summary(query[:dim], keys[:, :dim], scaled)
+
+
+#: The draws (0 to 31 of a seed's stream) whose quartiles the saturation figure shades.
+SATURATION_BAND_DRAWS = 32
+
+
+def saturation_band(seed: int, draws: int = SATURATION_BAND_DRAWS) -> dict[bool, np.ndarray]:
+    """Quartiles of the largest weight over the figure's draws ``0 .. draws - 1`` at each width.
+
+    Returns ``{scaled: array (3, len(SATURATION_DIMS))}``, rows the 25th, 50th
+    and 75th percentiles (NumPy's linear interpolation), for ``scaled`` True
+    and False: the shaded band and dashed median the figure draws against d.
+    """
+    generator = SeededNormal(seed)
+    largest = {True: [], False: []}
+    for _ in range(draws):
+        query, keys = draw_query_and_keys(generator, max(SATURATION_DIMS), 8)
+        for scaled in (True, False):
+            largest[scaled].append([saturation_summary(query[:d], keys[:, :d], scaled).max_weight
+                                    for d in SATURATION_DIMS])
+    return {scaled: np.percentile(np.array(rows), [25, 50, 75], axis=0) for scaled, rows in largest.items()}
 
 
 def mask_builder_inputs(seed: int):
