@@ -452,6 +452,9 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
         commit = resolve_ref(ref, allow_branch)
         pin = commit  # the commit itself, which no later push can move
         check_installed(commit)
+        if not _git("branch", "-r", "--contains", commit):
+            print(f"warning: no remote branch of this clone holds {commit[:12]}: the autograder installs it from "
+                  f"{repository()[0]}, so it must be a commit of that public repository", file=sys.stderr)
     reference_student = tasks.student_key(reference_student)
     students = read_roster(roster, reference_student) if roster is not None and not loaded.public_practice else []
     per_student = bool(students)

@@ -36,6 +36,11 @@ PATTERNS = {
         "reads files or moves away from them",
     r"\bglobals\s*\(|\bsetattr\s*\(|\b__dict__\b|\b__code__\b": "rewrites objects or names",
     r"\bsubprocess\b|\bos\s*\.\s*system\b|\bpickle\b|\bdill\b": "runs other processes or unpickles",
+    r"\bgetattr\s*\([^)]*['\"]\s*\+|\brunpy\b|\bpkgutil\b": "reaches a module by a computed name",
+    r"\b_getframe\b|\bf_locals\b|\bf_back\b|\binspect\b|\bgc\s*\.": "reads other code's frames or objects",
+    r"\bwrite_text\b|\bwrite_bytes\b|\bfromfile\b|\bloadtxt\b|\bsymlink": "writes or reads files",
+    r"^\s*(np|numpy|math|sp|sympy|torch|pathlib|os|json|attnlib)(\.\w+)+\s*=[^=]": "replaces a library's function",
+    r"^\s*class\s": "defines a class in an answer cell",
 }
 _COMPILED = [(re.compile(pattern), why) for pattern, why in PATTERNS.items()]
 

@@ -476,8 +476,10 @@ def test_the_reviews_cheats_score_nothing_and_leak_nothing(graded_folder, privat
     assert "something the grader cannot read" in shown
     with open(results / "flags.csv") as table:
         flags = list(csv.DictReader(table))
-    assert {flag["submission"] for flag in flags} == {"carol@uni.edu"}, "the honest notebooks are not flagged"
-    assert any("sys.modules" in flag["why"] for flag in flags)
+    assert {flag["submission"] for flag in flags} == {"bob@uni.edu", "carol@uni.edu"}, "alice's is not flagged"
+    whys = {flag["why"] for flag in flags if flag["submission"] == "carol@uni.edu"}
+    assert {"replaces a module (sys.modules)", "reaches a module by a computed name", "replaces a library's function",
+            "reads other code's frames or objects", "defines a class in an answer cell"} <= whys, whys
 
 
 def test_the_bundle_holds_its_chapters_tasks_and_no_seed(private):
