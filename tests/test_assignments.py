@@ -586,19 +586,21 @@ def example_copy(tmp_path: pathlib.Path, old: str, new: str) -> pathlib.Path:
 # range (n from 40-400 breaks ex-11-causal-work's 2 W equal chunks), and a copy with new ranges only,
 # which the example's public solution answers (the review's 44/44).
 REFUSED_COPIES = [
-    ("11", '"n": 2 * ranks * rng.randint(2, 12)', '"n": rng.randint(40, 400)',
+    ("11", '"n": 2 * ranks * rng.randint(2, 1000)', '"n": rng.randint(40, 400)',
      "task ex-11-causal-work: its draw should meet the task's constraints.*2 W equal chunks"),
-    ("07", '"batch": rng.randint(1, 16)', '"batch": rng.randint(17, 40)',
+    ("07", '"batch": rng.randint(1, 64)', '"batch": rng.randint(65, 99)',
      "task ex-07-layer-bytes: the public example bank's solution should not answer"),
 ]
 
 
 @pytest.mark.parametrize("chapter,old,new,refusal", REFUSED_COPIES, ids=["changed-range", "new-ranges-only"])
-def test_a_broken_or_public_answer_key_fails_the_build(chapter, old, new, refusal, tmp_path, book_html):
+def test_a_broken_or_public_answer_key_fails_the_build(chapter, old, new, refusal, tmp_path):
+    """Refused before anything is built (no book needed, nothing written)."""
     bank = example_copy(tmp_path, old, new)
     with pytest.raises(ValueError, match=refusal):
-        build.build(tmp_path / "out", 20270115, [chapter], ref=head_commit(), bank=bank, html=book_html,
+        build.build(tmp_path / "out", 20270115, [chapter], ref=head_commit(), bank=bank, html=tmp_path / "no-book",
                     roster=tmp_path / "roster.txt")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_wrong_second_computation_fails_the_build():
@@ -1055,6 +1057,36 @@ def test_written_answers_are_collected_graded_and_counted(built, tmp_path):
     assert totals["alice"] == {"student": "alice", "auto": f"{auto_points(chapter):g}", "written": f"{manual:g}",
                                "total": f"{auto_points(chapter) + manual:g}"}
     assert totals["bob"]["total"] == "0"
+
+
+def test_totals_and_the_gradebook_count_every_student(tmp_path):
+    """A chapter with no written part (its scores file a header only) still gives every graded student a
+    row; the gradebook merges chapters, with a 0 where a student handed nothing in, and names the
+    chapters where a student's notebook was made for someone else."""
+    import gradebook
+    import written
+
+    for chapter, rows in {"07_cost": [("alice@uni.edu", 5, ""), ("bob@uni.edu", 0, "alice@uni.edu")],
+                          "12_scale": [("alice@uni.edu", 8, "")]}.items():
+        folder = tmp_path / chapter
+        for student, total, made_for in rows:
+            (folder / student).mkdir(parents=True)
+            (folder / student / "results.json").write_text(json.dumps({"tests": [{"score": total}]}))
+        with open(folder / "scores.csv", "w", newline="") as table:
+            writer = csv.writer(table)
+            writer.writerow(["student", "total", "possible", "notebook made for"])
+            writer.writerows([(student, total, 5 if chapter == "07_cost" else 8, made_for or student)
+                              for student, total, made_for in rows])
+    (tmp_path / "scores.csv").write_text("student,question,points,score\n")
+    written.totals(tmp_path / "07_cost", tmp_path / "scores.csv", tmp_path / "totals.csv")
+    with open(tmp_path / "totals.csv") as table:
+        assert [row["student"] for row in csv.DictReader(table)] == ["alice@uni.edu", "bob@uni.edu"]
+    gradebook.merge(tmp_path / "gradebook.csv", [tmp_path / "07_cost", tmp_path / "12_scale"])
+    with open(tmp_path / "gradebook.csv") as table:
+        rows = {row["student"]: row for row in csv.DictReader(table)}
+    assert rows["alice@uni.edu"] == {"student": "alice@uni.edu", "07_cost": "5", "12_scale": "8", "total": "13",
+                                     "possible": "13", "notebooks made for another": ""}
+    assert (rows["bob@uni.edu"]["12_scale"], rows["bob@uni.edu"]["notebooks made for another"]) == ("0", "07_cost")
 
 
 def test_totals_refuse_a_missing_score(tmp_path):
