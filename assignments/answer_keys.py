@@ -19,6 +19,7 @@ book's question (no ``question``), and a number its solution uses that the noteb
 from __future__ import annotations
 
 import json
+import pathlib
 import string
 import sys
 from dataclasses import dataclass, field
@@ -248,3 +249,33 @@ def check_bank(bank: tasks.Bank, example: tasks.Bank, course_seed: int, labels: 
     for warning in checked.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return checked
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print, for a bank and classes of the given sizes (synthetic rosters), each task's shared answers
+    as a Markdown table: what ``shared.csv`` will say, before there is a roster."""
+    import argparse
+    import dataclasses
+
+    parser = argparse.ArgumentParser(prog="python assignments/answer_keys.py", description=main.__doc__.split("\n")[0])
+    parser.add_argument("--bank", type=pathlib.Path, default=tasks.EXAMPLE_BANK)
+    parser.add_argument("--seed", type=int, default=20270115)
+    parser.add_argument("--students", type=int, nargs="+", default=[100, 300])
+    args = parser.parse_args(argv)
+    # the bank's keys are drawn per student even for the public example, whose builds do not
+    bank = dataclasses.replace(tasks.load_bank(args.bank), public_practice=True)
+    figures = {}
+    for size in args.students:
+        roster = [f"student{number:03d}@uni.edu" for number in range(size)]
+        for label, task in bank.tasks.items():
+            figures[label, size] = shared_answers(label, answer_key(task, bank, args.seed, roster, bank), roster)
+    print("| task | " + " | ".join(f"{size} students: distinct answers, pairs sharing one" for size in args.students)
+          + " |")
+    print("|---|" + "---|" * len(args.students))
+    for label in bank.tasks:
+        print(f"| `{label}` | " + " | ".join(f"{figures[label, size].distinct}, {figures[label, size].pairs}"
+                                            for size in args.students) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -740,7 +740,12 @@ def test_the_autograder_installs_the_pinned_commit(private):
     _, out, result = private
     url, _ = build.repository()
     commit = head_commit()
-    assert f"attnlib @ git+{url}@{commit}" in (result / "autograder" / "requirements.txt").read_text()
+    requirements = (result / "autograder" / "requirements.txt").read_text()
+    assert f"attnlib @ git+{url}@{commit}" in requirements
+    for package, version in [("numpy", np.__version__), ("sympy", __import__("sympy").__version__)]:
+        assert f"{package}=={version}\n" in requirements, "the grader computes with what checked the key"
+    recorded = json.loads((out / "build.json").read_text())
+    assert recorded["students"] == STUDENTS and len(recorded["bank_sha256"]) == len(recorded["roster_sha256"]) == 64
     assert f"git+{url}@{commit}" in (result / "student" / STUDENTS[0] / f"{result.name}.ipynb").read_text()
     assert json.loads((out / "build.json").read_text())["commit"] == commit
     with zipfile.ZipFile(result / "autograder" / "autograder.zip") as bundle:
