@@ -74,8 +74,10 @@ def grade_folder(chapter: pathlib.Path, submissions: pathlib.Path, results: path
         rows.append({"student": tasks.student_key(submission.stem),
                      **{label: f"{graded.results[label].score:g}" for label in sorted(graded.results)},
                      "total": f"{graded.total:g}", "possible": f"{graded.possible:g}", "notebook made for": made_for})
-    with open(results / "scores.csv", "w", newline="") as table:
-        writer = csv.DictWriter(table, fieldnames=list(rows[0]), lineterminator="\n")
+    questions = sorted({name for row in rows for name in row} - {"student", "total", "possible", "notebook made for"})
+    with open(results / "scores.csv", "w", newline="") as table:  # a notebook otter could not run has no questions
+        writer = csv.DictWriter(table, fieldnames=["student", *questions, "total", "possible", "notebook made for"],
+                                restval="0", lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
     scan.write_flags(scan.scan(submissions, chapter), results / "flags.csv")
