@@ -42,22 +42,36 @@ jupyter-edition: book
 student-edition: book
 	$(VENV)/bin/python tools/jupyter_edition.py student _build/student
 
-# Graded assignments for otter-grader, one per chapter: student notebooks, autograder bundles
-# with hidden tests, reference solutions (instructor.md). BANK is the question bank kept outside
-# the repository (default: the public example bank, practice only); REF the tag or commit the
-# autograder installs (needed with BANK; ALLOW_BRANCH=1 accepts a branch, with a warning);
-# ROSTER the students' emails (needed with BANK: each student gets numbers of their own);
-# REFERENCE_STUDENT whose numbers the reference notebook has; COURSE_SEED draws the numbers.
+# Graded assignments for otter-grader, one per chapter: student notebooks, autograder bundles,
+# reference solutions (instructor.md). BANK is the question bank kept outside the repository
+# (default: the public example bank, practice only); REF the tag or commit the autograder installs
+# (needed with BANK; ALLOW_BRANCH=1 accepts a branch, with a warning); ROSTER the students' emails
+# (needed with BANK: each student gets numbers of their own); REFERENCE_STUDENT whose numbers the
+# reference notebook has; COURSE_SEED draws the numbers; MAX_SHARED_PAIRS refuses a task more pairs
+# of students share a scoring answer of; STRICT=1 refuses what the build warns about. The bank is
+# checked first (seconds); the book is built only when it is missing or older than its sources.
 COURSE_SEED ?= 0
 BANK ?=
 REF ?=
 ROSTER ?=
 REFERENCE_STUDENT ?=
 ALLOW_BRANCH ?=
-assignments: book
-	$(VENV)/bin/python assignments/build.py _build/assignments --seed $(COURSE_SEED) \
-		$(if $(BANK),--bank $(BANK)) $(if $(REF),--ref $(REF)) $(if $(ROSTER),--roster $(ROSTER)) \
-		$(if $(REFERENCE_STUDENT),--reference-student $(REFERENCE_STUDENT)) $(if $(ALLOW_BRANCH),--allow-branch)
+MAX_SHARED_PAIRS ?=
+STRICT ?=
+ASSIGNMENT_OPTIONS = _build/assignments --seed $(COURSE_SEED) \
+	$(if $(BANK),--bank $(BANK)) $(if $(REF),--ref $(REF)) $(if $(ROSTER),--roster $(ROSTER)) \
+	$(if $(REFERENCE_STUDENT),--reference-student $(REFERENCE_STUDENT)) $(if $(ALLOW_BRANCH),--allow-branch) \
+	$(if $(MAX_SHARED_PAIRS),--max-shared-pairs $(MAX_SHARED_PAIRS)) $(if $(STRICT),--strict)
+assignments: $(VENV)/bin/python
+	$(VENV)/bin/python assignments/build.py --check $(ASSIGNMENT_OPTIONS)
+	$(MAKE) _build/html/index.html
+	$(VENV)/bin/python assignments/build.py $(ASSIGNMENT_OPTIONS)
+
+$(VENV)/bin/python:
+	$(MAKE_PY) env
+
+_build/html/index.html: $(wildcard chapters/*.ipynb *.md _toc.yml _config.yml references.bib attnlib/*.py)
+	$(MAKE_PY) book
 
 clean:
 	rm -rf _build $(VENV)

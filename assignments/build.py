@@ -31,6 +31,7 @@ written answer graded by hand.
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import hashlib
 import json
@@ -40,8 +41,11 @@ import shutil
 import subprocess
 import sys
 import warnings
+import zipfile
 from contextlib import redirect_stdout
 
+import numpy as np
+import sympy as sp
 import torch
 import yaml
 
@@ -49,6 +53,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests"), str(ROOT / "tools")]
 
+import answer_keys  # noqa: E402
 import catalogue  # noqa: E402
 import grading  # noqa: E402
 import tasks  # noqa: E402
@@ -63,6 +68,8 @@ OTTER_VERSION = "7.0.0"
 # "student"'s, and grading it as this student gives full marks.
 REFERENCE_STUDENT = "instructor"
 STUDENT_VARIABLE = "student_id"
+# A seed shorter than this is short enough to find by trying every one against a leaked task key.
+SHORT_SEED = 10 ** 12
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z`$(])")
 
 
@@ -126,6 +133,9 @@ def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict 
         ]
     else:
         task = bank.tasks[exercise.label]
+        if task.question is not None:  # the course asks another question than the book's
+            heading = (f"### {shown}: {converter.inline(exercise.title)} (`{exercise.label}`)\n\n"
+                       f"**The question, as this course asks it.** {task.question}")
         cells = [
             _cell("raw", f"# BEGIN QUESTION\nname: {exercise.label}\npoints: {task.points}"),
             _cell("markdown", f"{_without_practice_check(heading)}\n\n{numbers_line(task, params)}"),
@@ -138,19 +148,15 @@ def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict 
             # the form of the answer, which the hidden test requires too, and no value
             _test(f"test_{name}_is_answered", 0, False, name,
                   f"    from attnlib.book.exercises.assignment import form_problem, is_answered\n"
-                  f"    assert is_answered({name}), 'replace ... in {name} by your answer, without NaN'\n"
-                  f"    problem = form_problem({name}, {form!r})\n"
+                  f"    try:\n"
+                  f"        problem = (None if is_answered({name}) else 'is not filled in: replace ... by your "
+                  f"answer, without NaN') or form_problem({name}, {form!r})\n"
+                  f"    except Exception:\n"
+                  f"        problem = 'cannot be read as an answer'\n"
                   f"    assert problem is None, '{name} ' + problem"),
-            # the test names the exercise, never its value, so that no failure text can show it; it
-            # loads the grading code by its path, which no module a notebook puts in sys.modules replaces
-            _test(f"test_{name}", task.points, True, f"{name}, {STUDENT_VARIABLE}",
-                  f"    import importlib.util, pathlib\n"
-                  f"    spec = importlib.util.spec_from_file_location('course_grading', "
-                  f"pathlib.Path('grading.py').resolve())\n"
-                  f"    grading = importlib.util.module_from_spec(spec)\n"
-                  f"    spec.loader.exec_module(grading)\n"
-                  f"    assert grading.matches_reference({name}, {exercise.label!r}, {STUDENT_VARIABLE}), "
-                  f"'not the answer for your numbers'"),
+            # judged outside this kernel: the grader (course_judge.py) reads the answer as plain data
+            _test(f"test_{name}", task.points, True, name,
+                  "    pass  # the course's grader judges your answer in its own process, not here\n"),
             _cell("raw", "# END TESTS"), _cell("raw", "# END QUESTION"),
         ]
     if exercise.written:
@@ -164,49 +170,38 @@ def numbers_line(task: tasks.Task, params: dict) -> str:
     return f"**Your numbers.** {task.numbers.format(**params)}"
 
 
+def precision(task: tasks.Task) -> str:
+    """How close the answer must be, in the words the notebook shows."""
+    if not task.rtol and not task.atol:
+        return "exactly"
+    parts = [f"{task.rtol:g} relative" if task.rtol else "", f"{task.atol:g} absolute" if task.atol else ""]
+    return "to within " + " or ".join(part for part in parts if part) + ", so give it unrounded"
+
+
 def prompt_line(task: tasks.Task, params: dict) -> str:
-    return f"# {task.label}, with your numbers: {task.prompt.format(**params)}"
+    return f"# {task.label}, with your numbers: {task.prompt.format(**params)} ({precision(task)})"
 
 
-# --- the answer key: every student's reference, checked -----------------------------------------
-
-def answer_key(task: tasks.Task, bank: tasks.Bank, course_seed: int, students: list[str],
-               example: tasks.Bank) -> dict[str, dict]:
-    """Student -> the reference answer of ``task`` (encoded), each drawn variant checked: its numbers
-    meet the task's constraints (``Task.check``), its second computation (``Task.second``) agrees,
-    its answer has the same form for all, and, for a bank graded for credit, the public example
-    bank's solution does not answer it."""
-    key, forms = {}, set()
-    for student in students:
-        params = task.params(course_seed, student)
-        encoded = grading.encode(tasks.run(task, params))
-        reference = grading.decode(encoded)
-        if task.second is not None:
-            second = task.second(params)
-            if not grading.matches(second, reference, task.rtol, task.atol, task.also_at):
-                raise ValueError(f"task {task.label}: its solution and its second computation should agree, got "
-                                 f"{reference!r} and {second!r} for the numbers {params}: one of them is wrong")
-        if not bank.public_practice and task.label in example.tasks:
-            public = example.tasks[task.label]
-            if _answers(public, params, reference, task):
-                raise ValueError(f"task {task.label}: the public example bank's solution should not answer a "
-                                 f"task graded for credit, got the right answer with the numbers {params}: change "
-                                 "what the task asks, not only its ranges (the instructor page, step 1)")
-        forms.add(json.dumps(grading.form_of(reference), sort_keys=True))
-        if len(forms) > 1:
-            raise ValueError(f"task {task.label}: its answer should have the same form for every student (the "
-                             f"visible test checks it), got {grading.form_of(reference)} for the numbers {params}")
-        key[student] = {"answer": encoded, "rtol": task.rtol, "atol": task.atol, "also_at": task.also_at}
-    return key
-
-
-def _answers(public: tasks.Task, params: dict, reference, task: tasks.Task) -> bool:
-    """Whether ``public``'s solution, given ``params`` (where its template takes them), gives ``reference``."""
-    try:
-        value = tasks.run(public, params)
-    except Exception:  # the numbers do not fit the example's template: nothing to substitute
-        return False
-    return grading.matches(value, reference, task.rtol, task.atol, task.also_at)
+def chapter_bank(bank: tasks.Bank, labels: list[str]) -> str:
+    """The source of ``bank`` with the tasks of ``labels`` only in its ``TASKS``, for a chapter's
+    bundle: its helpers stay, other chapters' tasks go."""
+    tree = ast.parse(bank.path.read_text())
+    lists = [node.value for node in tree.body if isinstance(node, ast.Assign)
+             and any(isinstance(target, ast.Name) and target.id == "TASKS" for target in node.targets)]
+    if len(lists) != 1 or not isinstance(lists[0], ast.List):
+        raise ValueError(f"bank {bank.path} should set TASKS once, to a list of Task(...), got another form: the "
+                         "build puts each chapter's tasks alone in its bundle")
+    kept = []
+    for element in lists[0].elts:
+        label = next((arg.value for arg in getattr(element, "args", [])[:1] if isinstance(arg, ast.Constant)),
+                     None)
+        if not isinstance(label, str):
+            raise ValueError(f"bank {bank.path} should list each task as Task(\"label\", ...), got a task at "
+                             f"line {element.lineno} whose label is not written there")
+        if label in labels:
+            kept.append(element)
+    lists[0].elts = kept
+    return ast.unparse(tree) + "\n"
 
 
 def personalised(notebook: dict, bank: tasks.Bank, course_seed: int, student: str) -> dict:
@@ -268,6 +263,8 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
                                                       "(in Colab, the notebook it downloads)."},
         "generate": {"pdf": False, "filtering": False, "show_stdout": False, "show_hidden": show_hidden},
         "autograder_files": list(grading.SUPPORT_FILES), "requirements": "requirements.txt",
+        # the judging runs in otter's process, never in the student's kernel (course_judge.py)
+        "plugins": ["course_judge.CourseJudge"],
         "overwrite_requirements": True, "tests": {"files": False, "ok_format": False},
         # the autograder computes with the Python that computed the references, and has git for
         # requirements.txt's git+ install of attnlib (otter's setup installs no git)
@@ -281,8 +278,11 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
         "check cell says whether an answer is filled in and of the form asked (a pair, an int), not whether it "
         "is right; the grader decides that with tests you do not see.\n\n"
         "Where an exercise gives **your numbers**, use them instead of the chapter's: the chapter's solutions "
-        "answer the chapter's numbers only. Exercises marked *practice* carry no points. Questions marked *in "
-        "words* are read and graded by hand."
+        "answer the chapter's numbers only. Give every number to full precision, as Python computes it: do not "
+        "round (the comment above each answer cell says how close it must be; 1e-05 relative is 5 significant "
+        "digits, so a rounded value fails). A SymPy answer is compared by its values at a few points of its "
+        "symbols, to the same precision; exact fractions (`sp.Rational(1, 3)`) are always safe. Exercises marked "
+        "*practice* carry no points. Questions marked *in words* are read and graded by hand."
         + ("\n\nThis notebook's numbers are yours: other students have other ones. Hand in your own notebook, "
            f"with `{STUDENT_VARIABLE}` as it is." if student else "")
     )
@@ -309,9 +309,11 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
 
 def requirements(ref: str) -> str:
     """What the autograder's machine installs: attnlib does not list torch, so it is named here,
-    from PyTorch's CPU index (grading needs no GPU, and the CUDA build is gigabytes)."""
+    from PyTorch's CPU index (grading needs no GPU, and the CUDA build is gigabytes); torch, NumPy
+    and SymPy at the versions that computed and checked the answer key here."""
     url, _ = repository()
     return (f"--extra-index-url https://download.pytorch.org/whl/cpu\ntorch=={torch.__version__.split('+')[0]}\n"
+            f"numpy=={np.__version__}\nsympy=={sp.__version__}\n"
             f"attnlib @ git+{url}@{ref}\notter-grader=={OTTER_VERSION}\n")
 
 
@@ -416,7 +418,8 @@ def read_roster(path: pathlib.Path, reference_student: str = REFERENCE_STUDENT) 
 def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None, ref: str | None = None,
           bank: pathlib.Path | None = None, allow_branch: bool = False, show_hidden: bool = False,
           html: pathlib.Path = ROOT / "_build" / "html", roster: pathlib.Path | None = None,
-          reference_student: str = REFERENCE_STUDENT) -> list[pathlib.Path]:
+          reference_student: str = REFERENCE_STUDENT, max_shared_pairs: int | None = None,
+          strict: bool = False, check_only: bool = False) -> list[pathlib.Path]:
     """Build the assignments of ``chapters`` (all when None) into ``out``; returns the chapters' folders.
 
     A bank for credit (PUBLIC_PRACTICE false) needs ``ref``, a tag or full commit hash, the installed
@@ -449,32 +452,48 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
         commit = resolve_ref(ref, allow_branch)
         pin = commit  # the commit itself, which no later push can move
         check_installed(commit)
+        if not _git("branch", "-r", "--contains", commit):
+            print(f"warning: no remote branch of this clone holds {commit[:12]}: the autograder installs it from "
+                  f"{repository()[0]}, so it must be a commit of that public repository", file=sys.stderr)
     reference_student = tasks.student_key(reference_student)
     students = read_roster(roster, reference_student) if roster is not None and not loaded.public_practice else []
     per_student = bool(students)
     keyed = [reference_student, *students] if per_student else [""]
+    selected = [path for path in catalogue.chapter_paths() if catalogue.chapter_exercises(path)
+                and not (chapters and path.stem[:2] not in chapters)]
+    graded = [exercise.label for path in selected for exercise in catalogue.chapter_exercises(path)
+              if catalogue.graded(exercise, loaded)]
+    # every key of every chapter, checked before any notebook is written
+    checked = answer_keys.check_bank(loaded, example, course_seed, graded, keyed, students, max_shared_pairs, strict)
+    for shared in checked.shared:
+        print(shared.line(), file=sys.stderr)
+    if check_only:
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "shared.csv", "w", newline="") as table:
+        csv.writer(table).writerows([("task", "students", "distinct answers", "pairs sharing a scoring answer",
+                                      "students with such a classmate"),
+                                     *[(x.label, x.students, x.distinct, x.pairs, x.sharing) for x in checked.shared]])
     book = Book(html)
     built = []
-    for path in catalogue.chapter_paths():
+    for path in selected:
         found = catalogue.chapter_exercises(path)
-        if not found or (chapters and path.stem[:2] not in chapters):
-            continue
         source = out / "source" / path.stem
         source.mkdir(parents=True, exist_ok=True)
-        references = {}
-        for exercise in found:
-            if catalogue.graded(exercise, loaded):
-                references[exercise.label] = answer_key(loaded.tasks[exercise.label], loaded, course_seed, keyed,
-                                                        example)
+        references = {exercise.label: checked.keys[exercise.label] for exercise in found
+                      if catalogue.graded(exercise, loaded)}
         forms = {label: grading.form_of(grading.decode(key[keyed[0]]["answer"])) for label, key in references.items()}
         master = master_notebook(path.stem, found, loaded, course_seed, pin, book, forms, show_hidden,
                                  reference_student if per_student else "")
         (source / path.name).write_text(json.dumps(master, indent=1) + "\n")
         shutil.copy(HERE / "grading.py", source / "grading.py")
         shutil.copy(HERE / "tasks.py", source / "tasks.py")
-        shutil.copy(loaded.path, source / grading.BANK)
-        (source / grading.COURSE).write_text(json.dumps({"course_seed": course_seed, "per_student": per_student})
-                                             + "\n")
+        # the chapter's tasks and their keys only: nothing from which another chapter's numbers, or
+        # the course seed, follow
+        (source / grading.BANK).write_text(chapter_bank(loaded, list(references)))
+        (source / grading.KEYS).write_text(json.dumps({
+            "per_student": per_student, "keys": {label: tasks.task_key(course_seed, label) for label in references},
+            "forms": forms}, indent=1) + "\n")
         (source / "requirements.txt").write_text(requirements(pin))
         (source / "environment.yml").write_text(yaml.safe_dump(AUTOGRADER_ENVIRONMENT, sort_keys=False))
         result = out / path.stem
@@ -486,7 +505,9 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
         (bundle,) = (result / "autograder").glob("*-autograder_*.zip")
         if references:
             # otter names the bundle with the time it was built; one stable name is easier to hand on
-            bundle.rename(result / "autograder" / "autograder.zip")
+            bundle = bundle.rename(result / "autograder" / "autograder.zip")
+            with zipfile.ZipFile(bundle, "a") as archive:  # beside run_otter.py, which imports the plugin
+                archive.write(HERE / "course_judge.py", "course_judge.py")
         else:  # otter's autograder fails on a notebook without tests; the written answers are graded by hand
             bundle.unlink()
             print(f"{path.stem}: no exercise of the bank, so no autograder.zip: written answers only",
@@ -514,10 +535,17 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
             manual = sum(int(row[4]) for row in rows if row[1] == result.name)
             totals.append((result.name, str(auto), str(manual), str(auto + manual)))
         csv.writer(table).writerows(totals)
+    # everything a regrade needs to build the same bundles and notebooks again (keep it private: the seed)
     (out / "build.json").write_text(json.dumps({
         "course_seed": course_seed, "ref": ref, "commit": commit, "bank": str(loaded.path),
-        "public_practice": loaded.public_practice, "students": len(students), "otter_grader": OTTER_VERSION},
-        indent=1) + "\n")
+        "bank_sha256": hashlib.sha256(loaded.path.read_bytes()).hexdigest(),
+        "public_practice": loaded.public_practice, "chapters": [path.stem for path in selected],
+        "roster": str(roster) if roster is not None else None,
+        "roster_sha256": hashlib.sha256(pathlib.Path(roster).read_bytes()).hexdigest() if roster else None,
+        "students": students, "reference_student": reference_student, "show_hidden": show_hidden,
+        "max_shared_pairs": max_shared_pairs, "strict": strict, "otter_grader": OTTER_VERSION,
+        "python": sys.version.split()[0], "torch": torch.__version__, "numpy": np.__version__,
+        "sympy": sp.__version__}, indent=1) + "\n")
     return built
 
 
@@ -542,12 +570,28 @@ def main(argv: list[str] | None = None) -> None:
                              "Test Autograder submits as (default: %(default)s)")
     parser.add_argument("--show-hidden", action="store_true",
                         help="show the hidden tests' results on Gradescope once grades are published")
+    parser.add_argument("--max-shared-pairs", type=int,
+                        help="refuse a task for which more pairs of roster students than this share a scoring "
+                             "answer (default: no bound; the build reports the pairs of each task)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse what the build otherwise warns about (no check, no second, a loose tolerance, "
+                             "the book's question, a number the notebook never prints)")
+    parser.add_argument("--check", action="store_true",
+                        help="check the bank's answer keys for the roster and report shared answers, in seconds, "
+                             "and build nothing")
     args = parser.parse_args(argv)
+    if args.seed < SHORT_SEED:
+        print(f"warning: a course seed under {SHORT_SEED:.0e} is short: choose one with python -c \"import secrets; "
+              "print(secrets.randbits(63))\" and keep it for the whole course", file=sys.stderr)
     try:
         built = build(args.out, args.seed, args.chapters, args.ref, args.bank, args.allow_branch, args.show_hidden,
-                      args.html, args.roster, args.reference_student)
+                      args.html, args.roster, args.reference_student, args.max_shared_pairs, args.strict,
+                      args.check)
     except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
+    if args.check:
+        print("the bank's answer keys are sound for this roster")
+        return
     for result in built:
         print(f"wrote {result}")
     print(f"{args.out / 'source'} holds the solutions and the course's answers: never hand it out")

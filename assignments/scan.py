@@ -2,12 +2,11 @@
 
     python assignments/scan.py SUBMISSIONS CHAPTER [--csv FLAGS.csv]
 
-The autograder runs a submission's code in the process that then runs the hidden tests, so a
-notebook can reach the grader: put a fake module into ``sys.modules``, patch ``builtins``, read
-the bundle's files (the bank, ``grading.py``), or claim another student's identity. The hidden
-tests load their code by path, which defeats the first trick, but no in-process check can stop
-them all. This scan reads each submission (NAME.ipynb, or the NAME.zip its export cell writes)
-in SUBMISSIONS before or after grading, skips the cells the build wrote (those of CHAPTER's
+The course's grader judges outside the student's kernel (``course_judge.py``), so none of the
+review's grader-replacing tricks scores; this scan is a second line, for what the grader does
+not stop (a process left running after the kernel) and for a look at who tried. It reads each
+submission (NAME.ipynb, or the NAME.zip its export cell writes) in SUBMISSIONS before or after
+grading, skips the cells the build wrote (those of CHAPTER's
 blank notebook, e.g. ``_build/assignments/07_cost_of_attention``) and lists every line of the
 student's own code that names one of ``PATTERNS``. A flag is a reason to read the notebook, not
 a verdict: ``open(`` may be honest.
@@ -29,13 +28,18 @@ PATTERNS = {
     r"\b__builtins__\b|\bbuiltins\b": "patches builtins",
     r"\bimportlib\b|\b__import__\b": "imports by name (importlib, __import__)",
     r"\botter\b": "touches otter, the grader",
-    r"\bgrading\w*\b|\btasks\b|references\.json|\bgrading_course\b": "reads the grader's files",
+    r"\bgrading\w*\b|\btasks\b|references\.json|\bcourse_answers\b|\bcourse_judge\b": "reads the grader's files",
     r"submission_metadata|ATTNLIB_STUDENT|\bos\s*\.\s*environ\b|\bputenv\b": "touches who submitted",
     r"\b(exec|eval|compile)\s*\(": "runs code from a string",
     r"\bopen\s*\(|\bread_text\b|\bread_bytes\b|\bos\s*\.\s*(listdir|walk|scandir|chdir)\b|\bglob\b":
         "reads files or moves away from them",
     r"\bglobals\s*\(|\bsetattr\s*\(|\b__dict__\b|\b__code__\b": "rewrites objects or names",
     r"\bsubprocess\b|\bos\s*\.\s*system\b|\bpickle\b|\bdill\b": "runs other processes or unpickles",
+    r"\bgetattr\s*\([^)]*['\"]\s*\+|\brunpy\b|\bpkgutil\b": "reaches a module by a computed name",
+    r"\b_getframe\b|\bf_locals\b|\bf_back\b|\binspect\b|\bgc\s*\.": "reads other code's frames or objects",
+    r"\bwrite_text\b|\bwrite_bytes\b|\bfromfile\b|\bloadtxt\b|\bsymlink": "writes or reads files",
+    r"^\s*(np|numpy|math|sp|sympy|torch|pathlib|os|json|attnlib)(\.\w+)+\s*=[^=]": "replaces a library's function",
+    r"^\s*class\s": "defines a class in an answer cell",
 }
 _COMPILED = [(re.compile(pattern), why) for pattern, why in PATTERNS.items()]
 

@@ -20,6 +20,8 @@ grader computes each student's reference when it grades that student's notebook.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import pathlib
 import random
@@ -59,6 +61,19 @@ AUTO_POINTS = 2      # an answer the autograder checks against the course's refe
 MAX_DRAWS = 100
 
 
+# A task's key is derived from the course seed by PBKDF2: a bundle holds its chapter's task keys
+# only, from which neither the seed nor another chapter's numbers follow, and trying every seed
+# against a key costs this many SHA-256 rounds a try.
+KEY_ROUNDS = 100_000
+
+
+@functools.lru_cache(maxsize=None)
+def task_key(course_seed: int, label: str) -> str:
+    """The key that draws every student's numbers of task ``label`` in the course ``course_seed``."""
+    return hashlib.pbkdf2_hmac("sha256", str(int(course_seed)).encode(), f"attnlib-course:{label}".encode(),
+                               KEY_ROUNDS).hex()
+
+
 _IDENTITY = re.compile(r"[A-Za-z0-9@._+-]{1,200}")
 
 
@@ -84,7 +99,9 @@ class Task:
     not the solution's library calls), gives the answer again, and the build requires the two to
     match for every drawn variant. An answer matches the reference within ``rtol`` relative or
     ``atol`` absolute error (both 0: exactly); ``also_at`` lets a SymPy answer be given as its
-    value with those symbols substituted.
+    value with those symbols substituted. ``question``, the exercise's statement as the course asks
+    it (without the numbers, which ``numbers`` gives), replaces the book's statement in the notebook:
+    a task that asks something else than the book must say so there.
     """
     label: str
     draw: Callable[[random.Random], dict]
@@ -98,12 +115,14 @@ class Task:
     atol: float = 0.0
     also_at: dict | None = None
     points: int = AUTO_POINTS
+    question: str | None = None
 
-    def params(self, course_seed: int, student: str = "") -> dict:
-        """The numbers of this task for ``student`` (a ``student_key``) in the course ``course_seed``,
+    def params(self, course_seed: int | None = None, student: str = "", *, key: str | None = None) -> dict:
+        """The numbers of this task for ``student`` (a ``student_key``) in the course ``course_seed``
+        (or with the task's ``key``, ``task_key(course_seed, label)``, which is what a bundle holds),
         never the book's; ``student`` "" gives the whole course the same numbers (practice)."""
-        key = f"{course_seed}:{student}:{self.label}" if student else f"{course_seed}:{self.label}"
-        rng = random.Random(key)
+        key = task_key(course_seed, self.label) if key is None else key
+        rng = random.Random(f"{key}:{student}")
         for _ in range(MAX_DRAWS):
             params = self.draw(rng)
             self.constrain(params)

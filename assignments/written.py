@@ -87,9 +87,15 @@ def collect(submissions: pathlib.Path, build: pathlib.Path, out: pathlib.Path) -
 
 
 def totals(results: pathlib.Path, scores: pathlib.Path, out: pathlib.Path) -> None:
+    """Each student's auto, written and total points: every student with results in ``results`` (a
+    chapter with no written part has a scores file with a header only) and every student ``scores``
+    names."""
     written: dict[str, float] = {}
     with open(scores) as table:
-        for row in csv.DictReader(table):
+        for number, row in enumerate(csv.DictReader(table), start=2):
+            if any(row.get(column) is None for column in ("student", "question", "points", "score")):
+                raise ValueError(f"scores should have the columns student, question, points and score in every "
+                                 f"row, got line {number} of {scores} without some of them")
             if row["score"].strip() == "":
                 raise ValueError(f"scores should have a score in every row, got none for {row['student']}, "
                                  f"{row['question']} in {scores}")
@@ -98,14 +104,16 @@ def totals(results: pathlib.Path, scores: pathlib.Path, out: pathlib.Path) -> No
                 raise ValueError(f"a score should be between 0 and its points ({row['points']}), got {score} for "
                                  f"{row['student']}, {row['question']}")
             written[row["student"]] = written.get(row["student"], 0.0) + score
+    graded_students = {path.parent.name for path in results.glob("*/results.json")}
     rows = [("student", "auto", "written", "total")]
-    for student in sorted(written):
+    for student in sorted(graded_students | set(written)):
         graded = results / student / "results.json"
         if not graded.is_file():
             raise ValueError(f"results should hold {student}/results.json (otter run -o {results / student}), "
                              f"got no such file")
         auto = sum(test.get("score", 0) for test in json.loads(graded.read_text())["tests"])
-        rows.append((student, f"{auto:g}", f"{written[student]:g}", f"{auto + written[student]:g}"))
+        mine = written.get(student, 0.0)
+        rows.append((student, f"{auto:g}", f"{mine:g}", f"{auto + mine:g}"))
     with open(out, "w", newline="") as table:
         csv.writer(table, lineterminator="\n").writerows(rows)
 

@@ -9,6 +9,7 @@ Grading runs otter without Docker, in this environment, as ``otter run`` does.
 import csv
 import dataclasses
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -26,6 +27,7 @@ from otter.api import grade_submission
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "assignments"), str(ROOT / "tools")]
+import answer_keys  # noqa: E402
 import build  # noqa: E402
 import jupyter_edition  # noqa: E402
 import catalogue  # noqa: E402
@@ -227,6 +229,8 @@ def _check(condition, constraint):
 
 TASKS = [
     Task("ex-07-layer-bytes", points=3,
+         question="Training keeps each layer's scores and its softmax weights for the backward pass. How many bytes "
+                  "do all layers' scores and weights take?",
          draw=lambda rng: {"batch": rng.randint(17, 40), "heads": rng.randint(65, 99), "n": 512 * rng.randint(17, 33),
                            "dtype": rng.choice(["float16", "float32"]), "layers": rng.randint(3, 9)},
          book={"batch": 4, "heads": 32, "n": 4096, "dtype": "bfloat16", "layers": 1},
@@ -238,6 +242,8 @@ TASKS = [
                 "n = {n}, {dtype})",
          solution="answer = 2 * {layers} * {batch} * {heads} * {n} ** 2 * torch.finfo(torch.{dtype}).bits // 8"),
     Task("ex-07-max-length",
+         question="What is the largest sequence length whose scores and softmax weights, held at once, fit in each "
+                  "budget?",
          draw=lambda rng: (lambda small: {"heads": rng.randint(2, 5), "batch": rng.randint(1, 3), "small": small,
                                           "large": 2 * small, "dtype": "float16"})(rng.randint(100000, 900000)),
          book={"heads": 16, "batch": 2, "small": 24, "large": 48, "dtype": "float16"},
@@ -314,6 +320,9 @@ def test_a_private_bank_grades_for_credit(private):
     for student in STUDENTS:
         text = (result / "student" / student / f"{chapter}.ipynb").read_text()
         assert "Practice assignment" not in text and f"student_id = {student!r}" in text
+        # the question the course asks replaces the book's, and the precision asked is stated
+        assert "The question, as this course asks it.** Training keeps each layer" in text
+        assert "to within" not in text and "(exactly)" in text, "integer answers are asked exactly"
     with open(out / "points.csv") as table:
         assert f"{chapter},5,3,8" in table.read(), "3 + 2 auto points; the bank's 3 for ex-07-extrapolate by hand"
 
@@ -334,11 +343,81 @@ def test_each_student_gets_numbers_of_their_own(private):
     assert task.params(COURSE_SEED, "bob@uni.edu") == task.params(COURSE_SEED, tasks.student_key(" Bob@uni.edu"))
 
 
+# The review's grader-replacing cheats (2026-12-04, P1-1 and P1-2), all in one notebook: importlib
+# reached through getattr; pathlib.Path.resolve pointing grading.py at a fake; runpy on grading.py;
+# NumPy's, math's and SymPy's comparisons replaced; a float whose __float__ reads the expected value
+# from the caller's frame; a SymPy expression whose difference from anything is 0; and an answer
+# whose __repr__ raises the text of the bank, which the visible check printed back.
+CHEATS = textwrap.dedent('''\
+    import math, pathlib, pkgutil, runpy, sys
+    import numpy as np
+    import sympy as sp
+    _u = getattr(getattr(pkgutil, 'import' + 'lib'), 'util')
+    _spec = _u.spec_from_file_location
+    def _fake_spec(name, location=None, *a, **k):
+        spec = _spec(name, location, *a, **k)
+        class _Loader:
+            def create_module(self, spec): return None
+            def exec_module(self, module):
+                module.matches_reference = module.matches = lambda *a, **k: True
+        spec.loader = _Loader()
+        return spec
+    _u.spec_from_file_location = _fake_spec
+    _fake = pathlib.Path('fake.py')
+    _fake.write_text('def matches(*a, **k):\\n    return True\\nmatches_reference = matches\\n')
+    _resolve = pathlib.Path.resolve
+    pathlib.Path.resolve = lambda self, strict=False: _resolve(_fake) if self.name == 'gra' + 'ding.py' else _resolve(self)
+    np.allclose = np.array_equal = lambda *a, **k: True
+    math.isclose = lambda *a, **k: True
+    sp.simplify = lambda *a, **k: 0
+    try:
+        _stolen = runpy.run_path('gra' + 'ding.py')
+    except Exception:
+        _stolen = {}
+    def _expected():
+        frame = sys._getframe()
+        while frame is not None:
+            for name in ('expected', 'reference'):
+                if name in frame.f_locals:
+                    return frame.f_locals[name]
+            frame = frame.f_back
+        raise LookupError('no reference in any frame')
+    class Num(float):
+        def __float__(self): return float(_expected())
+        def __int__(self): return int(_expected())
+        def __index__(self): return int(_expected())
+        def __array__(self, *a, **k): return np.asarray(_expected())
+        def __eq__(self, other): return True
+        __hash__ = float.__hash__
+    class Z(sp.Expr):
+        free_symbols = set()
+        def subs(self, *a, **k): return self
+        def __sub__(self, other): return sp.S.Zero
+    class Leak:
+        def __repr__(self):
+            texts = []
+            for name in ('grading_bank.py', 'grading_keys.json', '../source/files/grading_bank.py', 'tasks.py'):
+                try:
+                    texts.append(open(name).read())
+                except OSError:
+                    pass
+            raise RuntimeError('LEAKED:' + ''.join(texts))
+        __str__ = __repr__
+    ''')
+CHEAT_ANSWERS = ["Num(0)", "(Z(), Leak())"]
+# The review's P1-3: a classmate's notebook, plus a line that rewrites who submitted
+CLAIMS_ALICE = textwrap.dedent('''\
+    import json, os, pathlib
+    pathlib.Path('..', 'submission_' + 'metadata.json').write_text(json.dumps({'users': [{'email': 'alice@uni.edu'}]}))
+    getattr(os, 'envi' + 'ron')['ATTNLIB_' + 'STUDENT'] = 'alice@uni.edu'
+    ''')
+
+
 @pytest.fixture(scope="module")
 def graded_folder(private, tmp_path_factory):
     """A folder of three submissions graded by assignments/grade.py: alice's own right answers given as
-    NumPy arrays; bob handing in alice's notebook; carol replacing the grading module, as the review
-    did, with every answer 0."""
+    NumPy arrays; bob handing in alice's notebook, with the lines that claim to be alice; carol
+    replacing the grading module as the first review did, with every cheat of the last review."""
     import grade
 
     _, out, result = private
@@ -346,48 +425,91 @@ def graded_folder(private, tmp_path_factory):
     alice = references(out, chapter, "alice@uni.edu")
     honest = with_answers(student_notebook(result, "alice@uni.edu"),
                           {label: literal(grading.decode(r["answer"])) for label, r in alice.items()})
-    cheat = with_answers(student_notebook(result, "carol@uni.edu"), {label: "0" for label in alice},
+    copied = with_answers(student_notebook(result, "alice@uni.edu"),
+                          {label: literal(grading.decode(r["answer"])) for label, r in alice.items()}, first=CLAIMS_ALICE)
+    cheat = with_answers(student_notebook(result, "carol@uni.edu"), dict(zip(alice, CHEAT_ANSWERS)),
                          first="import sys, types; sys.modules['grading'] = "
-                               "types.SimpleNamespace(matches_reference=lambda *a: True)")
+                               "types.SimpleNamespace(matches_reference=lambda *a: True)\n" + CHEATS)
     submissions = tmp_path_factory.mktemp("submissions")
-    for student, notebook in [("alice@uni.edu", honest), ("bob@uni.edu", honest), ("carol@uni.edu", cheat)]:
+    for student, notebook in [("alice@uni.edu", honest), ("bob@uni.edu", copied), ("carol@uni.edu", cheat)]:
         (submissions / f"{student}.ipynb").write_text(json.dumps(notebook))
     results = tmp_path_factory.mktemp("results")
     return grade.grade_folder(result, submissions, results), results
 
 
 def test_right_values_as_arrays_score_full_marks(graded_folder):
-    points, _ = graded_folder
-    assert points["alice@uni.edu"] == 3 + 2
-
-
-def test_another_students_notebook_scores_nothing(graded_folder):
-    """bob hands in alice's notebook, right for alice: the grader sees that its student_id is not bob's."""
-    points, _ = graded_folder
-    assert points["bob@uni.edu"] == 0
-
-
-def test_a_fake_grading_module_scores_nothing_and_is_flagged(graded_folder):
     points, results = graded_folder
-    assert points["carol@uni.edu"] == 0, "the hidden tests load grading.py by path, not from sys.modules"
+    assert points["alice@uni.edu"] == 3 + 2
+    public = json.loads((results / "alice@uni.edu" / "results.json").read_text())["tests"][0]
+    assert public["name"] == "Public Tests" and public["status"] == "passed"
+
+
+def test_another_students_notebook_scores_nothing_whatever_it_claims(graded_folder):
+    """bob hands in alice's notebook, right for alice, with lines that rewrite the submission metadata and
+    ATTNLIB_STUDENT to name alice: who submitted was read before the notebook ran, so it is graded with
+    bob's numbers (0), and bob is told why, where he sees it; scores.csv names whom it was made for."""
+    points, results = graded_folder
+    assert points["bob@uni.edu"] == 0
+    shown = json.loads((results / "bob@uni.edu" / "results.json").read_text())
+    public = next(test for test in shown["tests"] if test["name"] == "Public Tests")
+    assert "All test cases passed" not in public["output"] and public["status"] == "failed"
+    for text in (shown["output"], public["output"]):
+        assert "student_id is not the identity you submitted as (bob@uni.edu)" in text
+    with open(results / "scores.csv") as table:
+        rows = {row["student"]: row for row in csv.DictReader(table)}
+    assert rows["bob@uni.edu"]["notebook made for"] == "alice@uni.edu"
+    assert rows["alice@uni.edu"] | {"notebook made for": ""} == {
+        "student": "alice@uni.edu", "ex-07-layer-bytes": "3", "ex-07-max-length": "2", "total": "5", "possible": "5",
+        "notebook made for": ""}
+
+
+def test_the_reviews_cheats_score_nothing_and_leak_nothing(graded_folder, private):
+    """carol's notebook replaces the grading module, patches importlib, pathlib, NumPy, math and SymPy,
+    runs grading.py with runpy, and answers with a float that reads the reference from the grader's frame,
+    a SymPy expression equal to anything and an object whose repr raises the bank's text: 0 points, and
+    what she is shown is the grader's own words, with nothing of the bank's or of her objects' text."""
+    points, results = graded_folder
+    assert points["carol@uni.edu"] == 0
+    shown = (results / "carol@uni.edu" / "results.json").read_text()
+    bank, _, _ = private
+    assert "LEAKED" not in shown and "Task(" not in shown and "lookup" not in shown.lower()
+    assert "something the grader cannot read" in shown
     with open(results / "flags.csv") as table:
         flags = list(csv.DictReader(table))
-    assert {flag["submission"] for flag in flags} == {"carol@uni.edu"}, "the honest notebooks are not flagged"
-    assert any("sys.modules" in flag["why"] for flag in flags)
+    assert {flag["submission"] for flag in flags} == {"bob@uni.edu", "carol@uni.edu"}, "alice's is not flagged"
+    whys = {flag["why"] for flag in flags if flag["submission"] == "carol@uni.edu"}
+    assert {"replaces a module (sys.modules)", "reaches a module by a computed name", "replaces a library's function",
+            "reads other code's frames or objects", "defines a class in an answer cell"} <= whys, whys
 
 
-def test_reading_the_bundle_is_flagged(private, tmp_path):
-    """The grader's files are next to the notebook while it is graded: code that computes the answers
-    with the bank there can score, as in any otter assignment, and the scan flags it (and the review's
-    reading of references.json, which the bundle no longer holds)."""
+def test_the_bundle_holds_its_chapters_tasks_and_no_seed(private):
+    """The bundle holds the chapter's tasks and their keys (from which no other chapter's numbers and no
+    seed follow), and the grader removes both before the notebook runs (the test below reads them)."""
+    bank, out, result = private
+    with zipfile.ZipFile(result / "autograder" / "autograder.zip") as bundle:
+        names = {pathlib.PurePath(name).name: name for name in bundle.namelist()}
+        texts = "\n".join(bundle.read(name).decode(errors="ignore") for name in bundle.namelist())
+        keys = json.loads(bundle.read(names[grading.KEYS]))
+        chapter_bank = bundle.read(names[grading.BANK]).decode()
+    assert "course_judge.py" in bundle.namelist(), "the plugin sits beside run_otter.py"
+    assert not re.search(rf"\b{COURSE_SEED}\b", texts) and "seed" not in json.dumps(keys) + chapter_bank
+    assert set(keys["keys"]) == {"ex-07-layer-bytes", "ex-07-max-length"}
+    assert keys["keys"]["ex-07-layer-bytes"] == tasks.task_key(COURSE_SEED, "ex-07-layer-bytes")
+    assert "ex-07-layer-bytes" in chapter_bank and "ex-12" not in chapter_bank
+
+
+def test_reading_the_bundle_scores_nothing_and_is_flagged(private, tmp_path):
+    """The review's first way in: code that computes the answers with the bank and the seed in the
+    bundle. The grader has removed the bank and the keys before the notebook runs: 0; and the scan
+    flags it (and the earlier review's reading of references.json, which the bundle never held)."""
     import grade
     import scan
 
     _, out, result = private
     chapter = result.name
     reads_the_bank = ("(lambda t, c: t.run(t.load_bank('grading_bank.py').tasks[{label!r}], "
-                      "t.load_bank('grading_bank.py').tasks[{label!r}].params(c['course_seed'], "
-                      "'alice@uni.edu')))(__import__('tasks'), json.load(open('grading_course.json')))")
+                      "t.load_bank('grading_bank.py').tasks[{label!r}].params(key=c['keys'][{label!r}], "
+                      "student='alice@uni.edu')))(__import__('tasks'), json.load(open('grading_keys.json')))")
     notebook = with_answers(student_notebook(result, "alice@uni.edu"),
                             {label: reads_the_bank.format(label=label) for label in references(out, chapter, "alice@uni.edu")},
                             first="import json")
@@ -402,7 +524,7 @@ def test_reading_the_bundle_is_flagged(private, tmp_path):
                             "alice@uni.edu")
     flagged = {flag.submission: flag for flag in scan.scan(submissions, result)}
     assert set(flagged) == {"alice@uni.edu", "bob@uni.edu"}
-    assert graded.total == graded.possible, "the cheat works in the grader's process: hence the scan"
+    assert graded.possible == 5 and graded.total == 0, graded.summary()
 
 
 def test_the_example_banks_solutions_score_nothing(private, tmp_path):
@@ -464,26 +586,102 @@ def example_copy(tmp_path: pathlib.Path, old: str, new: str) -> pathlib.Path:
 # range (n from 40-400 breaks ex-11-causal-work's 2 W equal chunks), and a copy with new ranges only,
 # which the example's public solution answers (the review's 44/44).
 REFUSED_COPIES = [
-    ("11", '"n": 2 * ranks * rng.randint(2, 12)', '"n": rng.randint(40, 400)',
+    ("11", '"n": 2 * ranks * rng.randint(2, 1000)', '"n": rng.randint(40, 400)',
      "task ex-11-causal-work: its draw should meet the task's constraints.*2 W equal chunks"),
-    ("07", '"batch": rng.randint(1, 16)', '"batch": rng.randint(17, 40)',
+    ("07", '"batch": rng.randint(1, 64)', '"batch": rng.randint(65, 99)',
      "task ex-07-layer-bytes: the public example bank's solution should not answer"),
 ]
 
 
 @pytest.mark.parametrize("chapter,old,new,refusal", REFUSED_COPIES, ids=["changed-range", "new-ranges-only"])
-def test_a_broken_or_public_answer_key_fails_the_build(chapter, old, new, refusal, tmp_path, book_html):
+def test_a_broken_or_public_answer_key_fails_the_build(chapter, old, new, refusal, tmp_path):
+    """Refused before anything is built (no book needed, nothing written)."""
     bank = example_copy(tmp_path, old, new)
     with pytest.raises(ValueError, match=refusal):
-        build.build(tmp_path / "out", 20270115, [chapter], ref=head_commit(), bank=bank, html=book_html,
+        build.build(tmp_path / "out", 20270115, [chapter], ref=head_commit(), bank=bank, html=tmp_path / "no-book",
                     roster=tmp_path / "roster.txt")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_wrong_second_computation_fails_the_build():
     task = dataclasses.replace(EXAMPLE.tasks["ex-07-layer-bytes"], second=lambda p: 1)
     with pytest.raises(ValueError, match="task ex-07-layer-bytes: its solution and its second computation should "
                                          "agree"):
-        build.answer_key(task, EXAMPLE, COURSE_SEED, ["alice@uni.edu"], EXAMPLE)
+        answer_keys.answer_key(task, EXAMPLE, COURSE_SEED, ["alice@uni.edu"], EXAMPLE)
+
+
+def _rope_with_rho_drawn_unrounded(rng):
+    return {"rho": rng.uniform(0.1, 0.95)}
+
+
+def _causal_work_from_any_length(p):
+    block = p["n"] // p["ranks"]  # the shared wrong assumption: the leftover positions dropped
+    chunk = p["n"] // (2 * p["ranks"])
+    zigzag = [chunk * chunk * c + chunk * (chunk + 1) // 2 for c in range(2 * p["ranks"])]
+    return ([block * block * r + block * (block + 1) // 2 for r in range(p["ranks"])],
+            [zigzag[r] + zigzag[2 * p["ranks"] - 1 - r] for r in range(p["ranks"])])
+
+
+def _wrong_keys() -> dict[str, tuple[tasks.Task, dict, str]]:
+    """The review's six wrong answer keys (2026-12-04, W1-W6), each as a change of an example task, with
+    the options of ``check_bank`` that refuse it and the refusal."""
+    t = EXAMPLE.tasks
+    return {
+        # W1: a solution missing a factor 2 (here: a second computation twice the solution)
+        "W1": (dataclasses.replace(t["ex-07-layer-bytes"], second=lambda p: 2 * t["ex-07-layer-bytes"].second(p)),
+               {}, "its solution and its second computation should agree"),
+        # W2: a floor for a ceil, wrong only when BLOCK_M < BLOCK_N: the synthetic students draw that
+        "W2": (dataclasses.replace(t["ex-09-causal-tiles"],
+                                   solution=t["ex-09-causal-tiles"].solution.replace("math.ceil(", "math.floor(")),
+               {"synthetic": answer_keys.SYNTHETIC_STUDENTS}, "its solution and its second computation should agree"),
+        # W3: no check, any length; solution and second share the assumption that W divides n
+        "W3": (dataclasses.replace(t["ex-11-causal-work"], check=None, second=_causal_work_from_any_length,
+                                   draw=lambda rng: {"n": rng.randint(40, 400), "ranks": 4, "last": 3}),
+               {"strict": True}, "task ex-11-causal-work has no check"),
+        # W4: the sentence prints rho to 2 decimals, the solution uses all of them
+        "W4": (dataclasses.replace(t["ex-12-correlated-variance"], draw=_rope_with_rho_drawn_unrounded,
+                                   numbers="Use the correlation {rho:.2f} inside each plane instead of 0.5."),
+               {}, "the numbers the notebook prints should give the answer its key holds"),
+        # W5: rtol = 0.5, under which students' answers score for each other
+        "W5": (dataclasses.replace(t["ex-12-temperatures"], rtol=0.5), {"max_shared_pairs": 0},
+               "pairs of students should share a scoring answer"),
+        # W6: bits for nats, with no check and no second
+        "W6": (dataclasses.replace(t["ex-12-alibi-entropy"], check=None, second=None,
+                                   solution=t["ex-12-alibi-entropy"].solution + " / math.log(2)"),
+               {"strict": True}, "has no check"),
+    }
+
+
+@pytest.mark.parametrize("wrong", ["W1", "W2", "W3", "W4", "W5", "W6"])
+def test_the_reviews_wrong_keys_are_refused(wrong):
+    """Each wrong key of the review is refused before anything is built, with the options that say how
+    strict the instructor is; without them, W3, W5 and W6 build with warnings that name the task."""
+    task, options, refusal = _wrong_keys()[wrong]
+    bank = dataclasses.replace(EXAMPLE, tasks={task.label: task})
+    roster = [f"student{number}@uni.edu" for number in range(20)]
+    with pytest.raises(ValueError, match=refusal) as refused:
+        answer_keys.check_bank(bank, EXAMPLE, 20270115, [task.label], ["instructor", *roster], roster, **options)
+    assert f"task {task.label}" in str(refused.value)
+    if wrong in ("W3", "W5", "W6"):
+        lenient = {name: value for name, value in options.items() if name not in ("strict", "max_shared_pairs")}
+        checked = answer_keys.check_bank(bank, EXAMPLE, 20270115, [task.label], ["instructor", *roster], roster,
+                                         **lenient)
+        assert any(task.label in warning for warning in checked.warnings), checked.warnings
+        assert wrong != "W5" or checked.shared[0].pairs > 0
+
+
+def test_the_build_counts_the_students_who_share_an_answer():
+    """Pairs of roster students whose answers score for each other, counted as the grader matches:
+    equal ints, floats within the tolerance, SymPy expressions by their values."""
+    key = {"a": {"answer": grading.encode(120), "rtol": 0, "atol": 0},
+           "b": {"answer": grading.encode(120), "rtol": 0, "atol": 0},
+           "c": {"answer": grading.encode(121), "rtol": 0, "atol": 0}}
+    assert answer_keys.shared_answers("t", key, ["a", "b", "c"]).pairs == 1
+    d = __import__("sympy").Symbol("d")
+    key = {name: {"answer": grading.encode(value), "rtol": 1e-5, "atol": 0}
+           for name, value in [("a", (d / 3, 1.0)), ("b", (d / 3, 1.000001)), ("c", (d / 4, 1.0)), ("e", (d / 3, 1.1))]}
+    shared = answer_keys.shared_answers("t", key, ["a", "b", "c", "e"])
+    assert (shared.pairs, shared.sharing, shared.distinct) == (1, 2, 4)
 
 
 @pytest.mark.parametrize("task", EXAMPLE.tasks.values(), ids=lambda t: t.label)
@@ -492,7 +690,7 @@ def test_every_example_task_states_its_constraints(task):
     a second computation, which agrees with the solution for a few students."""
     assert task.check is not None
     assert (task.second is None) == (task.label in {"ex-03-budget", "ex-08-block-sizes", "ex-11-infiniband"})
-    build.answer_key(task, EXAMPLE, COURSE_SEED, ["", "alice@uni.edu", "bob@uni.edu"], EXAMPLE)
+    answer_keys.answer_key(task, EXAMPLE, COURSE_SEED, ["", "alice@uni.edu", "bob@uni.edu"], EXAMPLE)
 
 
 def test_a_graded_build_needs_a_tag_or_commit(private, tmp_path):
@@ -542,7 +740,12 @@ def test_the_autograder_installs_the_pinned_commit(private):
     _, out, result = private
     url, _ = build.repository()
     commit = head_commit()
-    assert f"attnlib @ git+{url}@{commit}" in (result / "autograder" / "requirements.txt").read_text()
+    requirements = (result / "autograder" / "requirements.txt").read_text()
+    assert f"attnlib @ git+{url}@{commit}" in requirements
+    for package, version in [("numpy", np.__version__), ("sympy", __import__("sympy").__version__)]:
+        assert f"{package}=={version}\n" in requirements, "the grader computes with what checked the key"
+    recorded = json.loads((out / "build.json").read_text())
+    assert recorded["students"] == STUDENTS and len(recorded["bank_sha256"]) == len(recorded["roster_sha256"]) == 64
     assert f"git+{url}@{commit}" in (result / "student" / STUDENTS[0] / f"{result.name}.ipynb").read_text()
     assert json.loads((out / "build.json").read_text())["commit"] == commit
     with zipfile.ZipFile(result / "autograder" / "autograder.zip") as bundle:
@@ -584,6 +787,65 @@ def test_the_failure_text_never_shows_the_expected_value(private, tmp_path):
         for number in [value] if isinstance(value, int) else value:
             assert str(number) not in summary
             assert not any(str(number) in text for text in tests)
+
+
+def _through_the_kernel_cell(answers: dict, tmp_path: pathlib.Path) -> dict:
+    """``answers`` as the grader reads them: written by the cell it appends to a notebook, read back."""
+    namespace = dict(answers)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(grading.kernel_cell(list(answers)), namespace)
+        return grading.read_answers(tmp_path / grading.ANSWERS, list(answers))
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.mark.parametrize("task", EXAMPLE.tasks.values(), ids=lambda t: t.label)
+def test_a_right_answer_crosses_to_the_grader_as_plain_data(task, tmp_path):
+    """Every example task's reference, as a student may hold it (itself, float32, a tensor, lists), reaches
+    the grader as plain data that still matches; the same off by a little does not."""
+    reference = tasks.run(task, task.params(COURSE_SEED))
+    expected = grading.decode(grading.encode(reference))
+    forms = {"as_is": reference, "as_list": list(reference) if isinstance(reference, tuple) else reference}
+    if isinstance(expected, np.ndarray) and expected.dtype.kind == "f":
+        forms["as_tensor"] = torch.tensor(expected, dtype=torch.float32)
+    read = _through_the_kernel_cell(forms, tmp_path)
+    for name, value in read.items():
+        assert grading.matches(value, expected, task.rtol, task.atol, task.also_at), (name, value)
+        assert grading.form_message(name, value, grading.form_of(expected)) is None, name
+
+
+def test_the_grader_reads_data_and_runs_none_of_it(tmp_path):
+    """SymPy arrives as text that a parser of a few constructors reads, never eval: code, a symbol named
+    with code, an enormous power are unreadable; so are a link, an oversized file and broken JSON."""
+    for text in ["__import__('os').system('touch pwned')", "Symbol('x); import os; (')",
+                 "Pow(Integer(10), Integer(10**9))", "Add(Symbol('x'), Lambda(Symbol('y'), Symbol('y')))",
+                 "Symbol('x').__class__", "Float('nan; 1')"]:
+        with pytest.raises((grading.Unreadable, SyntaxError)):
+            grading.parse_sympy(text)
+    assert not (tmp_path / "pwned").exists()
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"answer_x": {"kind": "int", "value": 1}}))
+    (tmp_path / grading.ANSWERS).symlink_to(tmp_path / "elsewhere.json")
+    assert grading.read_answers(tmp_path / grading.ANSWERS, ["answer_x"]) == {"answer_x": None}
+    for data in ["{", "x" * (grading.MAX_ANSWERS_BYTES + 1), json.dumps({"answer_x": {"kind": "int", "value": True}}),
+                 json.dumps({"answer_x": {"kind": "array", "dtype": "int", "value": [[1], [2, 3]]}}),
+                 json.dumps({"answer_x": {"kind": "float", "value": "1.0"}})]:
+        (tmp_path / grading.ANSWERS).unlink()
+        (tmp_path / grading.ANSWERS).write_text(data)
+        assert grading.read_answers(tmp_path / grading.ANSWERS, ["answer_x"])["answer_x"] is grading.UNREADABLE
+
+
+def test_sympy_answers_match_within_the_tolerance_whatever_their_last_bit():
+    """The review's P2-9: d (2^2 0.2^2 + 2^2 0.2^2) is 0.32000000000000006 d, which scored 0."""
+    import sympy as sp
+
+    d = sp.Symbol("d")
+    expected = grading.decode(grading.encode(sp.Rational(8, 25) * d))
+    given = grading.parse_sympy(sp.srepr(d * (2**2 * 0.2**2 + 2**2 * 0.2**2)))
+    assert grading.matches(given, expected, rtol=1e-5)
+    assert not grading.matches(grading.parse_sympy(sp.srepr(0.33 * d)), expected, rtol=1e-5)
+    assert not grading.matches(grading.parse_sympy(sp.srepr(sp.Rational(8, 25) * d**2)), expected, rtol=1e-5)
 
 
 # Each trick of the review, with the reference it tried to pass: a kind that is not the answer's.
@@ -791,7 +1053,8 @@ def test_written_answers_are_collected_graded_and_counted(built, tmp_path):
     for student in ("alice", "bob"):
         (tmp_path / "results" / student).mkdir(parents=True)
         subprocess.run([str(otter), "run", "-a", str(bundle), "-o", str(tmp_path / "results" / student),
-                        str(submissions / f"{student}.ipynb")], check=True, capture_output=True)
+                        str(submissions / f"{student}.ipynb")], check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "assignments")})  # the course's grader
     written.totals(tmp_path / "results", tmp_path / "scores.csv", tmp_path / "totals.csv")
     with open(tmp_path / "totals.csv") as table:
         totals = {row["student"]: row for row in csv.DictReader(table)}
@@ -799,6 +1062,36 @@ def test_written_answers_are_collected_graded_and_counted(built, tmp_path):
     assert totals["alice"] == {"student": "alice", "auto": f"{auto_points(chapter):g}", "written": f"{manual:g}",
                                "total": f"{auto_points(chapter) + manual:g}"}
     assert totals["bob"]["total"] == "0"
+
+
+def test_totals_and_the_gradebook_count_every_student(tmp_path):
+    """A chapter with no written part (its scores file a header only) still gives every graded student a
+    row; the gradebook merges chapters, with a 0 where a student handed nothing in, and names the
+    chapters where a student's notebook was made for someone else."""
+    import gradebook
+    import written
+
+    for chapter, rows in {"07_cost": [("alice@uni.edu", 5, ""), ("bob@uni.edu", 0, "alice@uni.edu")],
+                          "12_scale": [("alice@uni.edu", 8, "")]}.items():
+        folder = tmp_path / chapter
+        for student, total, made_for in rows:
+            (folder / student).mkdir(parents=True)
+            (folder / student / "results.json").write_text(json.dumps({"tests": [{"score": total}]}))
+        with open(folder / "scores.csv", "w", newline="") as table:
+            writer = csv.writer(table)
+            writer.writerow(["student", "total", "possible", "notebook made for"])
+            writer.writerows([(student, total, 5 if chapter == "07_cost" else 8, made_for or student)
+                              for student, total, made_for in rows])
+    (tmp_path / "scores.csv").write_text("student,question,points,score\n")
+    written.totals(tmp_path / "07_cost", tmp_path / "scores.csv", tmp_path / "totals.csv")
+    with open(tmp_path / "totals.csv") as table:
+        assert [row["student"] for row in csv.DictReader(table)] == ["alice@uni.edu", "bob@uni.edu"]
+    gradebook.merge(tmp_path / "gradebook.csv", [tmp_path / "07_cost", tmp_path / "12_scale"])
+    with open(tmp_path / "gradebook.csv") as table:
+        rows = {row["student"]: row for row in csv.DictReader(table)}
+    assert rows["alice@uni.edu"] == {"student": "alice@uni.edu", "07_cost": "5", "12_scale": "8", "total": "13",
+                                     "possible": "13", "notebooks made for another": ""}
+    assert (rows["bob@uni.edu"]["12_scale"], rows["bob@uni.edu"]["notebooks made for another"]) == ("0", "07_cost")
 
 
 def test_totals_refuse_a_missing_score(tmp_path):

@@ -108,13 +108,26 @@ def _is_real_sympy_number(x) -> bool:
     return _is_sympy(x) and bool(getattr(x, "is_number", False)) and bool(getattr(x, "is_real", False))
 
 
+# The words the check uses for what it was given: its own, never a text the answer makes (a repr
+# can raise, or print what it likes).
+_KINDS = ((bool, "a bool"), (np.bool_, "a bool"), (int, "an int"), (float, "a float"), (np.integer, "an int"),
+          (np.floating, "a float"), (str, "a string"), (bytes, "bytes"), (type(None), "None"),
+          (type(...), "... (not filled in)"))
+
+
 def _kind_of(answer: Any) -> str:
-    array = _to_array(answer)
-    if isinstance(answer, (tuple, list)):
-        return f"a {type(answer).__name__} of {len(answer)}"
-    if array is not None and array.ndim >= 1:
-        return f"a {array.ndim}-d {type(answer).__name__} of {array.dtype}"
-    return f"{type(answer).__name__} {answer!r}"[:80]
+    try:
+        array = _to_array(answer)
+        if isinstance(answer, (tuple, list)):
+            return f"a {'tuple' if isinstance(answer, tuple) else 'list'} of {len(answer)}"
+        if array is not None and array.ndim >= 1 and array.dtype.kind in "biuf":
+            container = "tensor" if isinstance(answer, torch.Tensor) else "array"
+            return f"a {array.ndim}-d {container} of {'bools' if array.dtype.kind == 'b' else 'numbers'}"
+        if _is_sympy(answer):
+            return "a SymPy expression"
+        return next((words for kind, words in _KINDS if isinstance(answer, kind)), "something else")
+    except Exception:  # noqa: BLE001 - an object whose methods raise is described, not shown
+        return "something that cannot be read"
 
 
 def running_in_colab() -> bool:
