@@ -139,3 +139,29 @@ def test_the_command_line_reports_by_page(tmp_path, capsys):
     out = capsys.readouterr().out
     assert status == 1
     assert out.startswith("13_attention_in_models.md: prose 'window $W$'"), out
+
+
+# The four breaches of review 2026-12-04 item 34, as each page had it: (page, the text now, the breach)
+PUT_BACK = [
+    ("chapters/03_variance_monte_carlo.ipynb", r"\hat\sigma^2 = \frac{1}{N-1}", r"S^2 = \frac{1}{N-1}",
+     ("prose", "'variance $S^2$'")),
+    ("chapters/06_heads_and_temperature.ipynb", "denominator or in $W_q$.", "denominator or in $W^Q$.",
+     ("ruled out", "$W^Q$")),
+    ("chapters/10_4_fused_backward.ipynb", r"$P = 2^{z' - \mathrm{lse}\log_2 e}$",
+     r"$P = 2^{s' - \mathrm{lse}\log_2 e}$", ("ruled out", "$s'$")),
+    ("chapters/14_1_the_checkpoints.ipynb", "the weight is read as minimum + level × step.",
+     r"the weight is read as $w \approx m + n d$.", ("outside its chapters", "$d$")),
+]
+
+
+@pytest.mark.parametrize("page, now, breach, expected", PUT_BACK, ids=[p[0].split("/")[1][:5] for p in PUT_BACK])
+def test_each_breach_the_review_found_is_reported_when_put_back_in_its_page(tmp_path, page, now, breach, expected):
+    notebook = json.loads((ROOT / page).read_text())
+    cells = [cell for cell in notebook["cells"] if now in "".join(cell["source"])]
+    assert len(cells) == 1, f"{page} no longer holds {now!r}: update PUT_BACK"
+    cells[0]["source"] = "".join(cells[0]["source"]).replace(now, breach)
+    (tmp_path / "chapters").mkdir()
+    copy = tmp_path / page
+    copy.write_text(json.dumps(notebook))
+    found = {(f.kind, f.symbol.split(" (")[0]) for f in check_notation.check([copy], NOTATION, tmp_path)}
+    assert expected in found, found
