@@ -29,9 +29,9 @@ def repository() -> tuple[str, str]:
     return fields["url"], fields.get("branch", "main")
 
 
-#: the pages that load a trained checkpoint (attnlib.checkpoints): chapter 12's learned
+#: the pages that load a trained checkpoint (attnlib.checkpoints): section 12.2's learned
 #: positions, chapter 13's reading of a head, and chapter 14
-CHECKPOINT_PAGES = ("12_scale_in_real_models.ipynb", "13_attention_in_models.ipynb",
+CHECKPOINT_PAGES = ("12_2_positions.ipynb", "13_attention_in_models.ipynb",
                     "14_trained_models.ipynb", "14_1_the_checkpoints.ipynb",
                     "14_2_queries_and_keys.ipynb", "14_3_scale_and_saturation.ipynb",
                     "14_4_sinks_and_caches.ipynb", "14_5_summary_and_exercises.ipynb")
