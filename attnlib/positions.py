@@ -1,7 +1,15 @@
-"""Where a token is: rotary position embeddings (RoPE) and ALiBi biases.
+"""Where a token is: absolute sinusoidal encodings, rotary position embeddings (RoPE) and
+ALiBi biases.
 
-Both tell attention how far apart a query and a key are, and both act on
-the scores ``s_ij = scale * q_i . k_j`` without touching the scale:
+- :func:`sinusoidal` returns the absolute encodings of Vaswani et al. (2017),
+  a fixed ``(L, E)`` table added to the token embeddings before the first
+  layer: ``PE[m, 2p] = sin(m * theta_p)``, ``PE[m, 2p + 1] = cos(m * theta_p)``,
+  with the same frequencies ``theta_p`` as RoPE's. Added to the input, they
+  reach the scores only through the projections, so they change the
+  queries' and keys' means and variances.
+
+RoPE and ALiBi tell attention how far apart a query and a key are, and both
+act on the scores ``s_ij = scale * q_i . k_j`` without touching the scale:
 
 - :func:`rope` rotates queries and keys before the dot product
   (RoFormer, Su et al.). Coordinates ``(2p, 2p + 1)`` of a vector at
@@ -56,6 +64,33 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
         raise ValueError(f"head_dim must be even (RoPE rotates pairs of coordinates), got {head_dim}")
     base = _check_base(base)
     return base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+
+
+def sinusoidal(
+    length: int,
+    width: int,
+    *,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The sinusoidal position encodings of positions ``0 .. L-1``, shape ``(L, E)``.
+
+    ``PE[m, 2p] = sin(m * theta_p)`` and ``PE[m, 2p + 1] = cos(m * theta_p)``
+    with ``theta_p = base ** (-2p / E)`` (:func:`rope_frequencies`), as in
+    "Attention Is All You Need" (section 3.5), where ``base = 10000``. Every
+    row has squared length ``E / 2``. Computed in float64, returned in ``dtype``.
+    """
+    length = _check_count("length", length, 0)
+    width = _check_count("width", width, 2)
+    if width % 2:
+        raise ValueError(f"width must be even (a sine and a cosine per frequency), got {width}")
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    theta = rope_frequencies(width, base=base)
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * theta  # (L, E/2)
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+    return table.to(dtype=dtype, device=device)
 
 
 def _as_positions(positions, length: int, device: torch.device) -> torch.Tensor:

@@ -258,6 +258,19 @@ q, k = (captured[part][0, :, 5 * 32:6 * 32].double() for part in ("query", "key"
 answer = (2, 5, (q @ k.T).var().item() / 32)""",
     "ex-14-kv-cache": """\
 answer = (2 * 30 * 4096 * 3 * 64 * 2 / 2**20, 2 * 30 * 4096 * 1 * 64 * 2 / 2**20)""",
+    "ex-01-cross-mask": """\
+answer = torch.arange(6)[None, None, None, :] < torch.tensor([6, 4])[:, None, None, None]""",
+    "ex-05-dropout-variance": """\
+gen = torch.Generator().manual_seed(4)
+q, k, v = (torch.randn(n, 4, generator=gen, dtype=torch.float64) for n in (3, 6, 6))
+p = torch.softmax(q @ k.T / 2, dim=-1)[0]
+answer = float(0.5 / (1 - 0.5) * (p**2 * v[:, 0]**2).sum())""",
+    "ex-12-sinusoid-mean": """\
+# the table of Vaswani et al. built here from its formula, not with attnlib.positions
+pos = np.arange(512)[:, None]
+angles = pos / 10000.0 ** (np.arange(0, 512, 2) / 512)
+table = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(512, 512)
+answer = float((table.mean(0) ** 2).sum() / 256)""",
 }
 
 

@@ -104,7 +104,7 @@ LONGEST_FIRST = [
     "tests/test_resolution.py",    # uv resolves every requirement file against PyPI
     "tests/test_jupyter_edition.py",
     "chapters/14_5_summary_and_exercises.ipynb",
-    "chapters/12_scale_in_real_models.ipynb",
+    "chapters/12_2_positions.ipynb",
     "tests/test_without_checkpoints.py",
     "tests/test_interactive_figures.py",
     "chapters/08_online_softmax.ipynb",

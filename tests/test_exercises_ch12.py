@@ -115,3 +115,24 @@ def test_mup_widths_name_the_plain_one_over_d_and_an_inversion():
 def test_non_finite_entropy_is_turned_away():
     feedback = exercises.check("ex-12-alibi-entropy", float("inf"))
     assert not feedback and "finite" in feedback.message
+
+
+def sinusoid_mean_share(n_positions, width=512):
+    # Vaswani et al.'s table from its formula: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...)
+    angles = np.arange(n_positions)[:, None] / 10000.0 ** (np.arange(0, width, 2) / width)
+    table = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(n_positions, width)
+    return float((table.mean(0) ** 2).sum() / (width / 2))
+
+
+def test_sinusoid_mean_accepts_the_share_over_512_positions():
+    assert exercises.check("ex-12-sinusoid-mean", sinusoid_mean_share(512))
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (sinusoid_mean_share(128), "over 128 positions"),
+    (100 * sinusoid_mean_share(512), "not a percentage"),
+    (256 * sinusoid_mean_share(512), "divide it by a row's"),
+])
+def test_sinusoid_mean_names_the_mistake(wrong, words):
+    feedback = exercises.check("ex-12-sinusoid-mean", wrong)
+    assert not feedback and words in feedback.message

@@ -63,10 +63,33 @@ def test_every_page_follows_the_notation():
     ("as Chapter {ref}`ch:variance-symbolic` derived", ("prose", "a title after 'Chapter'")),
     # a symbol the notation page does not define at all
     (r"the gain $\Omega$ of the layer", ("undefined", r"$\Omega$")),
+
+    # review 2026-12-04 item 34: chapter 3's estimator, a display equation after "variance"
+    ("the unbiased sample variance\n\n$$\nS^2 = \\frac{1}{N-1} \\sum (s - \\bar s)^2 ,\n$$",
+     ("prose", "'variance $S^2$'")),
+    # a phrase broken by a line
+    ("The layer has $h$\nheads of width $d_k$.", ("prose", "'$h$ heads'")),
+    ("A window\nof $W$ keys.", ("prose", "'window $W$'")),
+    # chapter 6's solution: the prose after a code block inside a solution directive
+    ("````{solution} ex-06-x\n:class: dropdown\n\n```python\nhot = 1\n```\n\n"
+     "the temperature can live in the\ndenominator or in $W^Q$.\n````", ("ruled out", "$W^Q$")),
+    (":::{note}\nThe projection $W^K$ of the keys.\n:::", ("ruled out", "$W^K$")),
+    # 10.4's base-2 score: a primed letter is a symbol of its own
+    (r"where $s' = \tau \log_2 e \; q \cdot k$ is the score in base 2", ("ruled out", "$s'$")),
+    (r"so that $q'$ is the query after the change", ("undefined", "$q'$")),
 ])
 def test_a_collision_put_back_is_reported(tmp_path, markdown, expected):
     findings = findings_on(tmp_path, "13_attention_in_models.md", markdown)
     assert expected in {(f.kind, f.symbol.split(" (")[0]) for f in findings}, findings
+
+
+def test_a_letter_defined_for_some_chapters_is_caught_on_others(tmp_path):
+    """$d$ means $d_k$ in chapters 2 to 4 and 7 only: 14.1's $w \\approx m + n d$ read it as a
+    quantisation step (review 2026-12-04 item 5)."""
+    sentence = r"the weight is read as $w \approx m + n d$"
+    found = findings_on(tmp_path, "14_1_the_checkpoints.md", sentence)
+    assert [(f.kind, f.symbol.split(" (")[0]) for f in found] == [("outside its chapters", "$d$")]
+    assert findings_on(tmp_path, "03_variance_monte_carlo.md", r"for every width $d$") == []
 
 
 def test_the_math_a_code_cell_prints_is_checked(tmp_path):
@@ -86,6 +109,9 @@ def test_the_symbols_the_page_defines_pass(tmp_path):
         r"```{math}" "\n" r"O_{ia} = \sum_j p_{ij} V_{ja}, \qquad \zeta_h" "\n```",
         r"Key 0 is the first: {math}`j = 0, \dots, S-1`.",
         "Code is not math: `W = 4` and `alpha_1` are names.",
+        "```python\n# W^Q, E = 64: code, not math\n```",
+        r"A second index is primed, $\sum_{j'} e^{z_{ij'}}$; $z'_{ij} = z_{ij} \log_2 e$ and $m'_i$.",
+        r"A derivative is no width: $\frac{d}{dz} \mathrm{cap}_c(z)$, $\sigma'(z)$, $d\mathrm{lse}_i$.",
     ])
     assert findings_on(tmp_path, "13_attention_in_models.md", markdown) == []
 
@@ -113,3 +139,29 @@ def test_the_command_line_reports_by_page(tmp_path, capsys):
     out = capsys.readouterr().out
     assert status == 1
     assert out.startswith("13_attention_in_models.md: prose 'window $W$'"), out
+
+
+# The four breaches of review 2026-12-04 item 34, as each page had it: (page, the text now, the breach)
+PUT_BACK = [
+    ("chapters/03_variance_monte_carlo.ipynb", r"\hat\sigma^2 = \frac{1}{N-1}", r"S^2 = \frac{1}{N-1}",
+     ("prose", "'variance $S^2$'")),
+    ("chapters/06_heads_and_temperature.ipynb", "denominator or in $W_q$.", "denominator or in $W^Q$.",
+     ("ruled out", "$W^Q$")),
+    ("chapters/10_4_fused_backward.ipynb", r"$P = 2^{z' - \mathrm{lse}\log_2 e}$",
+     r"$P = 2^{s' - \mathrm{lse}\log_2 e}$", ("ruled out", "$s'$")),
+    ("chapters/14_1_the_checkpoints.ipynb", "the weight is read as minimum + level × step.",
+     r"the weight is read as $w \approx m + n d$.", ("outside its chapters", "$d$")),
+]
+
+
+@pytest.mark.parametrize("page, now, breach, expected", PUT_BACK, ids=[p[0].split("/")[1][:5] for p in PUT_BACK])
+def test_each_breach_the_review_found_is_reported_when_put_back_in_its_page(tmp_path, page, now, breach, expected):
+    notebook = json.loads((ROOT / page).read_text())
+    cells = [cell for cell in notebook["cells"] if now in "".join(cell["source"])]
+    assert len(cells) == 1, f"{page} no longer holds {now!r}: update PUT_BACK"
+    cells[0]["source"] = "".join(cells[0]["source"]).replace(now, breach)
+    (tmp_path / "chapters").mkdir()
+    copy = tmp_path / page
+    copy.write_text(json.dumps(notebook))
+    found = {(f.kind, f.symbol.split(" (")[0]) for f in check_notation.check([copy], NOTATION, tmp_path)}
+    assert expected in found, found

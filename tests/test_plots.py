@@ -89,6 +89,23 @@ def test_diagrams_draw_every_box():
     plt.close(fig)
 
 
+def test_transformer_blocks_put_layernorm_before_attention_in_pre_ln_and_after_the_sum_in_post_ln():
+    from attnlib.book import diagrams
+
+    fig, ax = plt.subplots()
+    diagrams.transformer_blocks(ax)
+    boxes = {}
+    for text in ax.texts:
+        x, y = text.get_position()
+        boxes.setdefault("Pre-LN" if x < 5.1 else "Post-LN", []).append((y, text.get_text()))
+    order = {name: [label.split("\n")[0] for _, label in sorted(items)] for name, items in boxes.items()}
+    sublayers = {"LayerNorm", "attention", "MLP", "+"}
+    assert [t for t in order["Pre-LN"] if t in sublayers] == ["LayerNorm", "attention", "+", "LayerNorm", "MLP", "+"]
+    assert [t for t in order["Post-LN"] if t in sublayers] == ["attention", "+", "LayerNorm", "MLP", "+", "LayerNorm"]
+    assert order["Pre-LN"][-1] == "Pre-LN" and order["Post-LN"][-1] == "Post-LN"
+    plt.close(fig)
+
+
 def test_gpu_memory_diagram_has_three_levels_and_their_contents():
     from attnlib.book import diagrams
 

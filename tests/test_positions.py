@@ -12,7 +12,7 @@ import torch
 
 import attnlib
 from attnlib import fused
-from attnlib.positions import alibi, alibi_slopes, rope, rope_frequencies
+from attnlib.positions import alibi, alibi_slopes, rope, rope_frequencies, sinusoidal
 from reference import max_error, randn
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -111,6 +111,46 @@ def test_rope_rejects_a_base_that_does_not_shrink_the_frequencies(base):
 def test_rope_rejects_a_base_that_is_not_a_number():
     with pytest.raises(TypeError, match="base must be a real number"):
         rope(randn(2, 4, seed=0), range(2), base="10000")
+
+
+@pytest.mark.parametrize("width, base", [(2, 10000.0), (16, 10000.0), (512, 10000.0), (8, 100.0)])
+def test_sinusoidal_is_the_formula_of_vaswani_et_al(width, base):
+    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d))."""
+    table = sinusoidal(50, width, base=base, dtype=torch.float64)
+    assert table.shape == (50, width) and table.dtype == torch.float64
+    for pos in (0, 1, 7, 49):
+        for i in range(width // 2):
+            angle = pos / base ** (2 * i / width)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-12)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-12)
+
+
+def test_sinusoidal_rows_have_squared_length_half_the_width_and_a_relative_dot_product():
+    table = sinusoidal(64, 32, dtype=torch.float64)
+    assert torch.allclose((table ** 2).sum(-1), torch.full((64,), 16.0, dtype=torch.float64))
+    # PE_m . PE_n = sum_p cos((m - n) theta_p): a function of the offset alone
+    gram = table @ table.T
+    assert max_error(gram[3, 10], gram[20, 27]) < 1e-12 and max_error(gram[10, 3], gram[3, 10]) < 1e-12
+
+
+def test_sinusoidal_returns_the_dtype_and_device_asked_for():
+    table = sinusoidal(4, 6, dtype=torch.bfloat16, device="cpu")
+    assert table.dtype == torch.bfloat16 and table.device.type == "cpu"
+    assert torch.equal(table, sinusoidal(4, 6, dtype=torch.float64).to(torch.bfloat16))
+    assert sinusoidal(0, 4).shape == (0, 4)
+
+
+@pytest.mark.parametrize("args, kwargs, error, words", [
+    ((4, 5), {}, ValueError, "width must be even"),
+    ((4, 0), {}, ValueError, "width must be at least 2"),
+    ((-1, 4), {}, ValueError, "length must be at least 0"),
+    ((4.0, 4), {}, TypeError, "length must be an int"),
+    ((4, 4), {"base": 1.0}, ValueError, "base must be a finite number above 1"),
+    ((4, 4), {"dtype": torch.int64}, TypeError, "dtype must be a floating"),
+])
+def test_sinusoidal_rejects_bad_input_by_name(args, kwargs, error, words):
+    with pytest.raises(error, match=words):
+        sinusoidal(*args, **kwargs)
 
 
 def test_alibi_slopes_for_a_power_of_two_are_the_geometric_sequence():

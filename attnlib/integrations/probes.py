@@ -4,6 +4,7 @@
     with probes.probe(model) as calls:          # attnlib runs every layer's attention
         model(**inputs)
     calls[3].query, calls[3].key                # layer 3's (B, Hq, L, E) and (B, Hkv, S, E)
+    calls[3].value                              # and its values (B, Hkv, S, Ev)
 
     with probes.probe(model, scale_factor=0.5):  # every layer's scale halved
         ...
@@ -12,8 +13,9 @@
 
 While the block runs, the model's attention is attnlib's transformers backend
 (:mod:`attnlib.integrations.transformers`) under the name :data:`NAME`; the model's own
-``attn_implementation`` comes back afterwards. The queries and keys are those the
-layer hands to attention: projected, and rotated by RoPE where the model uses it.
+``attn_implementation`` comes back afterwards. The queries, keys and values are those
+the layer hands to attention: projected, and (queries and keys) rotated by RoPE where the
+model uses it.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class Call:
     query: torch.Tensor  # (B, Hq, L, E)
     key: torch.Tensor    # (B, Hkv, S, E)
     scale: float
+    value: torch.Tensor  # (B, Hkv, S, Ev)
 
 
 @dataclass
@@ -53,7 +56,7 @@ def _probe_attention(module, query, key, value, attention_mask, scaling=None, **
     probe = _ACTIVE[-1]
     scale = (query.shape[-1] ** -0.5 if scaling is None else scaling) * probe.scale_factor
     if probe.record:
-        probe.calls.append(Call(query.detach(), key.detach(), scale))
+        probe.calls.append(Call(query.detach(), key.detach(), scale, value.detach()))
     if probe.allowed is not None:
         if probe.allowed.shape != (query.shape[-2], key.shape[-2]):
             raise ValueError(f"allowed must have shape (L, S) = {(query.shape[-2], key.shape[-2])}, "

@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from ...attention import attention_weights, scaled_dot_product_attention
-from . import as_array, as_parts, as_shape, checker, compare
+from . import UnreadableAnswer, as_array, as_parts, as_shape, checker, compare
 
 # The worked example of Chapter 1; query rows 1 and 2 are the chapter's own choice (rows count from 0).
 _EXAMPLE_Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
@@ -73,3 +73,42 @@ def _permutation(answer):
     if np.allclose(got, original, atol=5e-3):
         return False, message + " Reorder the queries, keys and values first."
     return False, message + " Hint: the new token 0 is the old token 2, and it may see only itself."
+
+
+# The cross-attention exercise: two source sentences of 6 and 4 tokens padded to S = 6, and L = 4
+# target positions per sentence, one head.
+_SOURCE_LENGTHS, _TARGET_LEN, _SOURCE_LEN = (6, 4), 4, 6
+
+
+@checker("ex-01-cross-mask", "a bool mask (True = may attend) of shape (2, 1, 4, 6), or one that broadcasts "
+                             "to it: the source keys each target position of the two sentences may see")
+def _cross_mask(answer):
+    shape = (len(_SOURCE_LENGTHS), 1, _TARGET_LEN, _SOURCE_LEN)
+    if isinstance(answer, torch.Tensor):
+        answer = answer.detach().cpu().numpy()
+    if not isinstance(answer, np.ndarray) or answer.dtype != bool:
+        raise UnreadableAnswer("mask should be a bool array (True = may attend), got "
+                               + (f"an array of {answer.dtype}" if isinstance(answer, np.ndarray)
+                                  else type(answer).__name__))
+    try:
+        mask = np.broadcast_to(answer, shape)
+    except ValueError:
+        raise UnreadableAnswer(f"mask should have shape {shape} or broadcast to it, got {answer.shape}") from None
+    real = np.arange(_SOURCE_LEN)[None, :] < np.array(_SOURCE_LENGTHS)[:, None]   # (B, S)
+    expected = np.broadcast_to(real[:, None, None, :], shape)
+    if np.array_equal(mask, expected):
+        return True, "every target position sees all the real tokens of its own source sentence, and only those."
+    causal = np.tril(np.ones((_TARGET_LEN, _SOURCE_LEN), dtype=bool))
+    if np.array_equal(mask, expected & causal) or np.array_equal(mask, np.broadcast_to(causal, shape)):
+        return False, ("no causal mask applies across the two sequences: each target position may read the "
+                       "whole source.")
+    if np.array_equal(mask, ~expected):
+        return False, "True means may attend: the mask is inverted."
+    if mask.all():
+        return False, "sentence 1's padded keys are visible: padding must be hidden from every query."
+    swapped = np.broadcast_to(real[::-1][:, None, None, :], shape)
+    if np.array_equal(mask, swapped):
+        return False, "the lengths belong to the other sentences: sentence 0 has 6 tokens, sentence 1 has 4."
+    if np.array_equal(mask, np.broadcast_to(real[:, ::-1][:, None, None, :], shape)):
+        return False, "the padding is at the end of a sentence, after its real tokens."
+    return False, "some entries are wrong: a key is visible exactly when it is a real token of the query's sentence."

@@ -121,3 +121,35 @@ def _renormalise(answer):
         return False, message + " The kept mass of row i is the sum of its weights on keys 0, ..., i."
     return True, ("renormalised equals the -inf-masked softmax, and each row's kept mass is "
                   "exp(lse over the allowed keys - lse over all keys).")
+
+
+@checker("ex-05-dropout-variance",
+         "a number: the variance of the output entry of query 0, coordinate 0, in the chapter's "
+         "dropout example at drop = 0.5, from the formula")
+def _dropout_variance(answer):
+    got = as_number(answer, "answer")
+    # the chapter's dropout example: seed 4, 3 queries, 6 keys and 6 values of width 4, float64
+    generator = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(n, 4, generator=generator, dtype=torch.float64) for n in (3, 6, 6))
+    weights = torch.softmax(q @ k.T / 2, -1)[0]
+    squares = float((weights.square() * v[:, 0].square()).sum())
+
+    def variance(drop):
+        return drop / (1 - drop) * squares
+
+    expected = variance(0.5)
+    if math.isclose(got, expected, rel_tol=1e-6):
+        return True, ("at drop = 0.5 the factor drop / (1 - drop) is 1: the variance is the sum of "
+                      "p_0j^2 V_j0^2 itself.")
+    if math.isclose(got, variance(0.1), rel_tol=1e-6):
+        return False, "that is the variance at drop = 0.1, the chapter's rate; the exercise asks for 0.5."
+    if math.isclose(got, 0.5 * squares, rel_tol=1e-6) or math.isclose(got, 0.25 * squares, rel_tol=1e-6):
+        return False, ("the factor is off: a kept weight is divided by 1 - drop, so each term's "
+                       "variance is p_0j^2 V_j0^2 drop (1 - drop) / (1 - drop)^2.")
+    if math.isclose(got, float((weights * v[:, 0].square()).sum()), rel_tol=1e-6):
+        return False, "square the weights too: the term is p_0j keep_0j V_j0 / (1 - drop), and p_0j enters squared."
+    if math.isclose(got, expected, rel_tol=0.05):
+        return False, ("close: a Monte Carlo estimate? The formula gives the variance exactly; "
+                       "compute it from the weights and values.")
+    return False, ("it does not match; the variance of o_00 is the sum over keys of "
+                   "drop / (1 - drop) p_0j^2 V_j0^2.")
