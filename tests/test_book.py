@@ -352,10 +352,30 @@ PROBE = r"""
         if (style.overflowX === "visible") continue;
         const box = a.getBoundingClientRect();
         if ((style.overflowX === "hidden" || style.overflowX === "clip") && (r.right > box.right + 1 || r.left < box.left - 1))
-          clippedMath.push({where: where(el), snippet: snippet(el), content: Math.round(r.width), box: Math.round(box.width)});
+          clippedMath.push({kind: "inline formula", where: where(el), snippet: snippet(el), content: Math.round(r.width), box: Math.round(box.width)});
         break;
       }
     }
+    // inline formulas as text: one that draws a scrollbar (offsetHeight counts a horizontal
+    // scrollbar, clientHeight does not: with classic scrollbars, as on Windows and Linux desktops)
+    // or takes the focus (Chromium makes a scroll box with nothing focusable in it a Tab stop) is
+    // one too many, unless it is wider than its line and marked so (math-wide), one labelled stop
+    const barredMath = [], focusableMath = [], wideMath = [];
+    const before = document.activeElement;
+    for (const el of column.querySelectorAll("span.math")) {
+      if (el.getBoundingClientRect().width === 0) continue;
+      const item = {where: where(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth};
+      const wide = el.classList.contains("math-wide");
+      el.focus({preventScroll: true});
+      const focusable = document.activeElement === el;
+      if (wide) {
+        wideMath.push({...item, tabIndex: el.tabIndex, label: el.getAttribute("aria-label") || "", focusable: focusable});
+        continue;
+      }
+      if (el.offsetHeight !== el.clientHeight) barredMath.push({...item, bar: el.offsetHeight - el.clientHeight});
+      if (focusable || el.tabIndex >= 0) focusableMath.push(item);
+    }
+    if (document.activeElement && document.activeElement !== before) document.activeElement.blur();
     for (const number of column.querySelectorAll("div.math > span.eqno")) {
       const equation = number.parentElement.querySelector("mjx-container");
       if (!equation) continue;
@@ -369,7 +389,7 @@ PROBE = r"""
     const scrollers = "div.math mjx-container[display='true'], span.math, .pst-scrollable-table-container, " +
                       "div.cell_output div.output.text_html, figure a.image-reference";
     for (const el of column.querySelectorAll(scrollers)) {
-      if (el.scrollWidth - el.clientWidth <= 1 || getComputedStyle(el).overflowX === "hidden") continue;
+      if (el.scrollWidth - el.clientWidth <= 1 || ["hidden", "clip", "visible"].includes(getComputedStyle(el).overflowX)) continue;
       if (!getComputedStyle(el).backgroundImage.includes("gradient"))
         unmarked.push({where: where(el), kind: kind(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth});
     }
@@ -404,6 +424,10 @@ PROBE = r"""
       clippedMath: clippedMath,
       numberGaps: numberGaps,
       mathTabStops: mathTabStops,
+      inlineMath: column.querySelectorAll("span.math").length,
+      barredMath: barredMath,
+      focusableMath: focusableMath,
+      wideMath: wideMath,
       mathMenu: mathMenu,
       unmarkedScrolls: unmarked,
       tallListings: tallListings,
@@ -500,13 +524,40 @@ def render(page: pathlib.Path, width: int, browser: Browser) -> tuple[str, dict]
     return dom, report
 
 
+# A control for classic scrollbars: the width a scroll box's vertical scrollbar takes
+# (offsetWidth - clientWidth), 0 where scrollbars are hidden or overlaid
+SCROLLBAR_PROBE = """(() => {
+  const box = document.createElement("div");
+  box.style.cssText = "width: 100px; height: 100px; overflow: scroll; position: absolute; top: 0";
+  document.body.appendChild(box);
+  const width = box.offsetWidth - box.clientWidth;
+  box.remove();
+  return width;
+})()"""
+
+
+def show_scrollbars(browser: Browser, shown: bool) -> int:
+    """Headless Chromium hides scrollbars (its --hide-scrollbars default): ``shown`` draws classic
+    ones, as Chrome and Edge on Windows and Linux do, that take room from what they scroll; a
+    phone's overlay scrollbars take none. The width one takes, measured on a control box."""
+    browser.call("Emulation.setScrollbarsHidden", page=True, hidden=not shown)
+    browser.open("about:blank")
+    return browser.evaluate(SCROLLBAR_PROBE)
+
+
+#: the width of a classic scrollbar in the desktop browser of ``rendered`` (0: none drawn)
+DESKTOP_SCROLLBAR = {}
+
+
 @pytest.fixture(scope="module")
 def rendered(html) -> dict:
-    """(page name, width) -> (DOM, layout report), for every page of the book at both widths."""
-    # the phone's 390-px frame sits in a 600-px window (PHONE_FRAME); a phone's scrollbars take no width
+    """(page name, width) -> (DOM, layout report), for every page of the book at both widths; the
+    desktop with classic scrollbars shown, the phone with none (overlay scrollbars)."""
+    # the phone's 390-px frame sits in a 600-px window (PHONE_FRAME)
     browsers = {width: Browser(CHROMIUM, window, VIEWPORT_HEIGHT) for width, window in ((DESKTOP, DESKTOP), (PHONE, 600))}
     try:
-        browsers[PHONE].call("Emulation.setScrollbarsHidden", page=True, hidden=True)
+        DESKTOP_SCROLLBAR["width"] = show_scrollbars(browsers[DESKTOP], True)
+        show_scrollbars(browsers[PHONE], False)
         return {(name, width): render(html / f"{name}.html", width, browsers[width])
                 for name in ["intro", *toc_files()] for width in (DESKTOP, PHONE)}
     finally:
@@ -835,6 +886,84 @@ def test_formulas_are_not_tab_stops_and_keep_their_menu(rendered):
     assert not stops, f"formulas in the Tab order: {stops}"
     with_math = [name for (name, width), (_, report) in rendered.items() if report["inlineMathSizes"]]
     assert with_math and all(rendered[(name, DESKTOP)][1]["mathMenu"] for name in with_math), "MathJax's menu is off"
+
+
+@pytest.mark.book
+@needs_chromium
+def test_inline_formulas_draw_no_scrollbar_and_take_no_focus_at_both_widths(rendered):
+    """Classic scrollbars shown at 1400 px (a control box proves they take room): no inline formula
+    draws one (offsetHeight == clientHeight) or takes the focus, except one measured wider than its
+    line, which scrolls and is one labelled Tab stop. Making every formula a scroll box drew a
+    scrollbar under 2,047 of 2,682 of them (a glyph overhanging its box by a pixel was enough)."""
+    assert DESKTOP_SCROLLBAR.get("width", 0) >= 8, f"the desktop browser draws no classic scrollbars: {DESKTOP_SCROLLBAR}"
+    barred, focusable, unlabelled, formulas, wide = [], [], [], 0, Counter()
+    for (name, width), (_, report) in rendered.items():
+        formulas += report["inlineMath"]
+        barred += [f"  {name} at {width} px: a {item['bar']}-px bar [{item['where']}]: {item['snippet']}"
+                   for item in report["barredMath"]]
+        focusable += [f"  {name} at {width} px [{item['where']}]: {item['snippet']}" for item in report["focusableMath"]]
+        for item in report["wideMath"]:
+            wide[f"{name} at {width} px"] += 1
+            if item["tabIndex"] != 0 or not item["label"] or not item["focusable"]:
+                unlabelled.append(f"  {name} at {width} px [{item['where']}]: {item}")
+    print(f"{formulas} inline formulas; wider than their line, scrolling: {dict(wide)}")
+    assert formulas >= 2 * 2000, formulas
+    assert not barred, f"{len(barred)} inline formulas draw a scrollbar:\n" + "\n".join(barred[:40])
+    assert not focusable, f"{len(focusable)} inline formulas take the focus:\n" + "\n".join(focusable[:40])
+    assert not unlabelled, "wide formulas that are not one labelled Tab stop:\n" + "\n".join(unlabelled)
+    assert sum(wide.values()) < 0.01 * formulas, f"too many formulas marked wider than their line: {dict(wide)}"
+
+
+def tab_stops(browser: Browser, url: str, presses: int) -> list[str]:
+    """What the focus lands on at each of ``presses`` real Tab presses from the top of ``url``, once
+    MathJax has typeset it: "formula" (inside a span.math, a div.math or an mjx-container), "wide
+    formula" (a span.math.math-wide), or the element's tag and text."""
+    browser.open(url, timeout=PAGE_TIMEOUT)
+    browser.evaluate("MathJax.startup.promise.then(() => setTimeout(() => { window.__typeset = true; }, 300))")
+    deadline = time.monotonic() + PAGE_TIMEOUT
+    while not browser.evaluate("window.__typeset === true"):
+        assert time.monotonic() < deadline, f"{url}: MathJax did not typeset"
+        time.sleep(0.05)
+    stops = []
+    for _ in range(presses):
+        browser.press("Tab")
+        stops.append(browser.evaluate("""(() => {
+          const a = document.activeElement;
+          if (a.closest("span.math.math-wide")) return "wide formula";
+          if (a.closest("span.math, div.math, mjx-container")) return "formula";
+          return a.tagName.toLowerCase() + ": " + (a.getAttribute("aria-label") || a.textContent || "").trim().slice(0, 40);
+        })()"""))
+    return stops
+
+
+#: how many Tab presses test_tab_never_stops_on_a_formula walks (the review counted 133 formulas
+#: among the first 259 stops of chapter 4 at 1400 px, 139 at 390 px)
+TAB_PRESSES = 259
+
+
+@pytest.mark.book
+@needs_chromium
+def test_tab_never_stops_on_a_formula(html):
+    """Real Tab presses (trusted key events) through chapter 4, the page with the most formulas in
+    its first screens, at 1400 px with classic scrollbars and at 390 px in a phone's viewport: the
+    focus moves through links, buttons and controls, never onto a formula, except one marked wider
+    than its line (a deliberate, labelled stop)."""
+    page = (html / "chapters" / "04_softmax_saturation.html").as_uri()
+    for width in (DESKTOP, PHONE):
+        browser = Browser(CHROMIUM, width, VIEWPORT_HEIGHT)
+        try:
+            if width == PHONE:
+                browser.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=844,
+                             deviceScaleFactor=2, mobile=True)
+            assert show_scrollbars(browser, width == DESKTOP) >= (8 if width == DESKTOP else 0)
+            stops = tab_stops(browser, page, TAB_PRESSES)
+            assert browser.evaluate("window.innerWidth") == width
+        finally:
+            browser.close()
+        counts = Counter(stop if "formula" in stop else "other" for stop in stops)
+        print(f"chapter 4 at {width} px, {TAB_PRESSES} Tab presses: {dict(counts)}")
+        assert len(set(stops)) > 20, f"the focus hardly moved: {Counter(stops).most_common(5)}"
+        assert counts["formula"] == 0, f"at {width} px {counts['formula']} of {TAB_PRESSES} Tab stops are formulas"
 
 
 @pytest.mark.book
