@@ -14,6 +14,7 @@ import warnings
 from collections import Counter
 
 import pytest
+from bs4 import BeautifulSoup
 
 import book_pages
 from devtools_pipe import Browser
@@ -129,6 +130,40 @@ def test_bibliography_lists_what_the_text_cites_by_author_and_year_with_links(ht
         text = re.sub(r"<[^>]+>", "", entry)
         assert "$" not in text, f"raw TeX in the bibliography: {text[:200]}"
         assert re.search(r'href="https://(doi\.org|arxiv\.org|[^"]+)"', entry), f"no DOI, arXiv or web link: {text[:200]}"
+
+
+# TeX a reader would see raw: a command (\\operatorname, \\texttt), MathJax's delimiters, a
+# $-delimited formula, a braced sub- or superscript
+RAW_TEX = re.compile(r"\\[A-Za-z]{2,}|\\[()\[\]]|\$[^$\s][^$]*\$|[_^]\{")
+
+
+def raw_tex(page: str) -> list[str]:
+    """The stretches of a built page's text, outside its formulas and code, that hold TeX: what
+    MyST or BibTeX left unparsed, as in a line of a formula that began with "- " (MyST read it as
+    a list item). Every part of the page counts, the folded solutions and exercises included."""
+    soup = BeautifulSoup(page, "html.parser")
+    article = soup.select_one("article") or soup.body
+    for tag in article.select("span.math, div.math, pre, code, script, style, div.cell_output"):
+        tag.decompose()
+    return [" ".join(text.split())[:160] for text in article.find_all(string=RAW_TEX)]
+
+
+def test_raw_tex_is_found_in_a_folded_solution():
+    """The check reads what the dropdowns hold (Solution 2.5's broken formula was in one)."""
+    broken = ('<article><div class="solution dropdown admonition"><p>uncorrelated:\n$\\operatorname{Cov}(q_a^2)'
+              '</p><ul><li><p>\\operatorname{E}[q_a]$</p></li></ul></div>'
+              '<p><span class="math">\\(\\sqrt{d_k}\\)</span> <code>a\\b</code></p></article>')
+    assert len(raw_tex(broken)) == 2
+    assert not raw_tex('<article><p>A <span class="math">\\(\\sqrt{d}\\)</span> costs $5.</p></article>')
+
+
+@pytest.mark.book
+def test_no_page_shows_raw_tex(html):
+    """No page, its solutions, exercises and bibliography included, shows TeX as text."""
+    found = {name: raw_tex((html / f"{name}.html").read_text()) for name in ["intro", *toc_files()]}
+    found = {name: stretches for name, stretches in found.items() if stretches}
+    assert not found, "raw TeX in the text:\n" + "\n".join(
+        f"  {name}: {stretch!r}" for name, stretches in found.items() for stretch in stretches)
 
 
 @pytest.mark.book
@@ -771,6 +806,42 @@ def test_search_results_quote_plain_text(html, tmp_path):
     assert len(quotes) >= 5, f"the search found {len(quotes)} pages with quotes: {result.stderr[-1000:]}"
     raw = [q for q in quotes if re.search(r"\\[()\[\]]|\\[a-zA-Z]+", q) or "Contents" in q or ".pdf" in q]
     assert not raw, "quotes with TeX or header text:\n" + "\n".join(q[:200] for q in raw)
+
+
+#: a search and the page a reader looks for first: the chapter on the subject
+SEARCHES = {"softmax": "chapters/04_softmax_saturation", "online softmax": "chapters/08_online_softmax",
+            "mask": "chapters/05_stability_and_masks", "ring attention": "chapters/11_beyond_one_device",
+            "saturation": "chapters/04_softmax_saturation"}
+
+
+@pytest.mark.book
+@needs_chromium
+def test_search_puts_the_chapter_on_the_subject_first(html):
+    """Sphinx scored a word in a page's title no higher than in a section's, so "softmax" listed
+    chapter 4 fourth and "online softmax" did not list chapter 8 among the first four
+    (_static/search_snippets.js raises a result whose page or section title holds every word)."""
+    handler = functools.partial(QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    browser = Browser(CHROMIUM, DESKTOP, VIEWPORT_HEIGHT)
+    try:
+        wrong = []
+        for query, first in SEARCHES.items():
+            url = f"http://127.0.0.1:{server.server_address[1]}/search.html?q={query.replace(' ', '+')}"
+            browser.open(url)
+            deadline = time.monotonic() + PAGE_TIMEOUT
+            while not browser.evaluate("!!document.querySelector('#search-results .search-summary')?.textContent.match(/found/i)"):
+                assert time.monotonic() < deadline, f"{query!r}: the search did not finish"
+                time.sleep(0.05)
+            found = browser.evaluate("[...document.querySelectorAll('#search-results ul.search > li > a')]"
+                                     ".map(a => a.getAttribute('href').split(/[?#]/)[0].replace(/\\.html$/, ''))")
+            print(f"{query!r}: {found[:5]}")
+            if not found or found[0] != first:
+                wrong.append(f"  {query!r}: {found[:5]}, not {first} first")
+    finally:
+        browser.close()
+        server.shutdown()
+    assert not wrong, "searches that do not list the chapter on their subject first:\n" + "\n".join(wrong)
 
 
 # The smallest text the book's figures are drawn with (attnlib/diagrams.py's labels, chapter 6's
