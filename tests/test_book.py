@@ -758,6 +758,10 @@ LONGEST_PAGE = 30_000
 def test_no_page_is_a_wall(rendered):
     """No page is longer than LONGEST_PAGE px at 1400 px with everything open: a chapter
     that grows past it is split into section pages (the toc's ``sections:``)."""
+    heights = sorted(((report["height"], name) for (name, width), (_, report) in rendered.items() if width == DESKTOP),
+                     reverse=True)
+    print("The longest pages at 1400 px, everything open: " + ", ".join(
+        f"{name} {height:,} px ({height / VIEWPORT_HEIGHT:.1f} screens)" for height, name in heights[:5]))
     long = {name: report["height"] for (name, width), (_, report) in rendered.items()
             if width == DESKTOP and report["height"] > LONGEST_PAGE}
     assert not long, f"pages over {LONGEST_PAGE:,} px at {DESKTOP} px: " + ", ".join(
