@@ -77,6 +77,26 @@
     markWideFormulas(root);
   }
 
+  // A figure wider than its box on a phone scrolls in it; its edge shadow is painted under the
+  // opaque image and never shows, so the image itself fades at the edge where more of it is
+  // (layout.css), until it is scrolled to its end.
+  function markScrollingFigure(box) {
+    const scrolls = box.scrollWidth > box.clientWidth + 1;
+    box.classList.toggle("scrolls", scrolls);
+    box.classList.toggle("scrolled-to-end", scrolls && box.scrollLeft + box.clientWidth >= box.scrollWidth - 1);
+  }
+  // measured again when its box changes size: the window's width, its image loaded, a toggle opened
+  const figureBoxes = new ResizeObserver(entries => {
+    const boxes = entries.map(entry => entry.target);
+    setTimeout(() => boxes.forEach(markScrollingFigure));
+  });
+  function markScrollingFigures() {
+    document.querySelectorAll("figure a.image-reference").forEach(box => figureBoxes.observe(box));
+  }
+  document.addEventListener("scroll", event => {
+    if (event.target instanceof Element && event.target.matches("figure a.image-reference")) markScrollingFigure(event.target);
+  }, true);
+
   // A line that changes width (the window's width changes, a folded solution opens and its lines
   // get one) has its formulas measured again, after the observer's turn, so that a formula
   // turned into a scroll box (taller by its scrollbar) does not resize what is being observed.
@@ -99,6 +119,7 @@
   document.addEventListener("DOMContentLoaded", giveFiguresTheirOwnWidth);
   window.addEventListener("load", () => {
     const typeset = window.MathJax && MathJax.startup && MathJax.startup.promise;
+    markScrollingFigures();  // observed from now on
     (typeset || Promise.resolve()).then(() => { fit(document); watchLines(); });
   });
   // "toggle" does not bubble; a listener on the document still sees it while capturing

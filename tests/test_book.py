@@ -365,6 +365,8 @@ PROBE = r"""
       figures.push({where: where(img), src: src.split("/").pop(), alt: img.getAttribute("alt"),
                     drawn: r.width / r.height, file: img.naturalWidth / img.naturalHeight,
                     scale: r.width / own, linked: !!img.closest("a.image-reference"),
+                    scrolls: !!img.closest("a.image-reference") && img.closest("a.image-reference").scrollWidth > img.closest("a.image-reference").clientWidth + 1,
+                    fades: !!img.closest("a.image-reference") && getComputedStyle(img.closest("a.image-reference")).maskImage.includes("gradient"),
                     hint: caption ? clean(getComputedStyle(caption, "::before").content.replace(/^"|"$/g, "")) : ""});
     }
     // math: inline formulas cut off by a box that clips, the sizes of inline and display
@@ -887,8 +889,9 @@ def test_no_figure_is_drawn_with_text_smaller_than_the_legibility_test_assumes()
 def test_every_figures_text_is_legible_at_both_widths_and_a_phone_says_a_tap_enlarges_it(rendered):
     """Measured in the browser from the figure's drawn scale: its smallest text is at least
     LEGIBLE_PX on screen at 1400 and at 390 px (on a phone a wide figure keeps a legible size
-    and scrolls in its box), and on a phone every figure that links its full-size PNG says so."""
-    small, silent, lines, figures = [], [], [], 0
+    and scrolls in its box, fading at the edge where more of it is: the shadow behind the opaque
+    image never showed), and on a phone every figure that links its full-size PNG says so."""
+    small, silent, unfaded, lines, figures = [], [], [], [], 0
     for (name, width), (_, report) in rendered.items():
         for figure in report["figures"]:
             figures += 1
@@ -898,10 +901,13 @@ def test_every_figures_text_is_legible_at_both_widths_and_a_phone_says_a_tap_enl
                 small.append(lines[-1])
             if width == PHONE and figure["linked"] and "tap" not in figure["hint"].lower():
                 silent.append(f"  {name} [{figure['where']}]: caption hint {figure['hint']!r}")
+            if figure["scrolls"] and not figure["fades"]:
+                unfaded.append(f"  {name} at {width} px [{figure['where']}] ({figure['src']})")
     print("Smallest figure text on screen:\n" + "\n".join(lines))
     assert figures >= 2 * 30, f"only {figures} figures measured"
     assert not small, f"figures whose {FIGURE_TEXT_PT}-pt text is under {LEGIBLE_PX} px on screen:\n" + "\n".join(small)
     assert not silent, "figures that link their full size without saying so on a phone:\n" + "\n".join(silent)
+    assert not unfaded, "figures that scroll in their box without fading at the edge:\n" + "\n".join(unfaded)
 
 
 @pytest.mark.book
