@@ -4,8 +4,8 @@
 ``singlehtml`` builder, prints it with Chromium and puts the PDF beside the HTML book as
 ``PDF_NAME``; the publishing workflow publishes it with the book. This extension
 
-- adds "the whole book (PDF)" to every page's download menu, beside the theme's ".pdf", which
-  prints only the page shown;
+- adds "whole book (PDF)" to every page's download menu, and renames the theme's ".pdf", which
+  prints only the page shown, "this page (print)";
 - gives ``singlehtml`` the node handlers registered for ``html``. Sphinx falls back to those for
   another HTML builder only when no extension has registered any for it by name; sphinx-exercise
   and sphinx-proof register theirs for ``singlehtml``, so myst-nb's (the folded code cells) were
@@ -34,11 +34,12 @@ def link_the_pdf(app: Sphinx, pagename, templatename, context, doctree) -> None:
             continue
         for button in group["buttons"]:
             if button.get("label") == "download-pdf-button":
-                button["tooltip"] = "Print this page"
+                button["tooltip"] = "Print this page, or save it as a PDF"
+                button["text"] = "this page (print)"
         group["buttons"].append({
             "type": "link",
             "url": context["pathto"](PDF_NAME, 1),
-            "text": "book (PDF)",
+            "text": "whole book (PDF)",
             "tooltip": "Download the whole book as one PDF",
             "icon": "fas fa-book",
             "label": "download-book-pdf-button",

@@ -14,6 +14,7 @@ import warnings
 from collections import Counter
 
 import pytest
+from bs4 import BeautifulSoup
 
 import book_pages
 from devtools_pipe import Browser
@@ -129,6 +130,40 @@ def test_bibliography_lists_what_the_text_cites_by_author_and_year_with_links(ht
         text = re.sub(r"<[^>]+>", "", entry)
         assert "$" not in text, f"raw TeX in the bibliography: {text[:200]}"
         assert re.search(r'href="https://(doi\.org|arxiv\.org|[^"]+)"', entry), f"no DOI, arXiv or web link: {text[:200]}"
+
+
+# TeX a reader would see raw: a command (\\operatorname, \\texttt), MathJax's delimiters, a
+# $-delimited formula, a braced sub- or superscript
+RAW_TEX = re.compile(r"\\[A-Za-z]{2,}|\\[()\[\]]|\$[^$\s][^$]*\$|[_^]\{")
+
+
+def raw_tex(page: str) -> list[str]:
+    """The stretches of a built page's text, outside its formulas and code, that hold TeX: what
+    MyST or BibTeX left unparsed, as in a line of a formula that began with "- " (MyST read it as
+    a list item). Every part of the page counts, the folded solutions and exercises included."""
+    soup = BeautifulSoup(page, "html.parser")
+    article = soup.select_one("article") or soup.body
+    for tag in article.select("span.math, div.math, pre, code, script, style, div.cell_output"):
+        tag.decompose()
+    return [" ".join(text.split())[:160] for text in article.find_all(string=RAW_TEX)]
+
+
+def test_raw_tex_is_found_in_a_folded_solution():
+    """The check reads what the dropdowns hold (Solution 2.5's broken formula was in one)."""
+    broken = ('<article><div class="solution dropdown admonition"><p>uncorrelated:\n$\\operatorname{Cov}(q_a^2)'
+              '</p><ul><li><p>\\operatorname{E}[q_a]$</p></li></ul></div>'
+              '<p><span class="math">\\(\\sqrt{d_k}\\)</span> <code>a\\b</code></p></article>')
+    assert len(raw_tex(broken)) == 2
+    assert not raw_tex('<article><p>A <span class="math">\\(\\sqrt{d}\\)</span> costs $5.</p></article>')
+
+
+@pytest.mark.book
+def test_no_page_shows_raw_tex(html):
+    """No page, its solutions, exercises and bibliography included, shows TeX as text."""
+    found = {name: raw_tex((html / f"{name}.html").read_text()) for name in ["intro", *toc_files()]}
+    found = {name: stretches for name, stretches in found.items() if stretches}
+    assert not found, "raw TeX in the text:\n" + "\n".join(
+        f"  {name}: {stretch!r}" for name, stretches in found.items() for stretch in stretches)
 
 
 @pytest.mark.book
@@ -330,6 +365,8 @@ PROBE = r"""
       figures.push({where: where(img), src: src.split("/").pop(), alt: img.getAttribute("alt"),
                     drawn: r.width / r.height, file: img.naturalWidth / img.naturalHeight,
                     scale: r.width / own, linked: !!img.closest("a.image-reference"),
+                    scrolls: !!img.closest("a.image-reference") && img.closest("a.image-reference").scrollWidth > img.closest("a.image-reference").clientWidth + 1,
+                    fades: !!img.closest("a.image-reference") && getComputedStyle(img.closest("a.image-reference")).maskImage.includes("gradient"),
                     hint: caption ? clean(getComputedStyle(caption, "::before").content.replace(/^"|"$/g, "")) : ""});
     }
     // math: inline formulas cut off by a box that clips, the sizes of inline and display
@@ -352,10 +389,30 @@ PROBE = r"""
         if (style.overflowX === "visible") continue;
         const box = a.getBoundingClientRect();
         if ((style.overflowX === "hidden" || style.overflowX === "clip") && (r.right > box.right + 1 || r.left < box.left - 1))
-          clippedMath.push({where: where(el), snippet: snippet(el), content: Math.round(r.width), box: Math.round(box.width)});
+          clippedMath.push({kind: "inline formula", where: where(el), snippet: snippet(el), content: Math.round(r.width), box: Math.round(box.width)});
         break;
       }
     }
+    // inline formulas as text: one that draws a scrollbar (offsetHeight counts a horizontal
+    // scrollbar, clientHeight does not: with classic scrollbars, as on Windows and Linux desktops)
+    // or takes the focus (Chromium makes a scroll box with nothing focusable in it a Tab stop) is
+    // one too many, unless it is wider than its line and marked so (math-wide), one labelled stop
+    const barredMath = [], focusableMath = [], wideMath = [];
+    const before = document.activeElement;
+    for (const el of column.querySelectorAll("span.math")) {
+      if (el.getBoundingClientRect().width === 0) continue;
+      const item = {where: where(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth};
+      const wide = el.classList.contains("math-wide");
+      el.focus({preventScroll: true});
+      const focusable = document.activeElement === el;
+      if (wide) {
+        wideMath.push({...item, tabIndex: el.tabIndex, label: el.getAttribute("aria-label") || "", focusable: focusable});
+        continue;
+      }
+      if (el.offsetHeight !== el.clientHeight) barredMath.push({...item, bar: el.offsetHeight - el.clientHeight});
+      if (focusable || el.tabIndex >= 0) focusableMath.push(item);
+    }
+    if (document.activeElement && document.activeElement !== before) document.activeElement.blur();
     for (const number of column.querySelectorAll("div.math > span.eqno")) {
       const equation = number.parentElement.querySelector("mjx-container");
       if (!equation) continue;
@@ -369,7 +426,7 @@ PROBE = r"""
     const scrollers = "div.math mjx-container[display='true'], span.math, .pst-scrollable-table-container, " +
                       "div.cell_output div.output.text_html, figure a.image-reference";
     for (const el of column.querySelectorAll(scrollers)) {
-      if (el.scrollWidth - el.clientWidth <= 1 || getComputedStyle(el).overflowX === "hidden") continue;
+      if (el.scrollWidth - el.clientWidth <= 1 || ["hidden", "clip", "visible"].includes(getComputedStyle(el).overflowX)) continue;
       if (!getComputedStyle(el).backgroundImage.includes("gradient"))
         unmarked.push({where: where(el), kind: kind(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth});
     }
@@ -404,6 +461,10 @@ PROBE = r"""
       clippedMath: clippedMath,
       numberGaps: numberGaps,
       mathTabStops: mathTabStops,
+      inlineMath: column.querySelectorAll("span.math").length,
+      barredMath: barredMath,
+      focusableMath: focusableMath,
+      wideMath: wideMath,
       mathMenu: mathMenu,
       unmarkedScrolls: unmarked,
       tallListings: tallListings,
@@ -500,13 +561,40 @@ def render(page: pathlib.Path, width: int, browser: Browser) -> tuple[str, dict]
     return dom, report
 
 
+# A control for classic scrollbars: the width a scroll box's vertical scrollbar takes
+# (offsetWidth - clientWidth), 0 where scrollbars are hidden or overlaid
+SCROLLBAR_PROBE = """(() => {
+  const box = document.createElement("div");
+  box.style.cssText = "width: 100px; height: 100px; overflow: scroll; position: absolute; top: 0";
+  document.body.appendChild(box);
+  const width = box.offsetWidth - box.clientWidth;
+  box.remove();
+  return width;
+})()"""
+
+
+def show_scrollbars(browser: Browser, shown: bool) -> int:
+    """Headless Chromium hides scrollbars (its --hide-scrollbars default): ``shown`` draws classic
+    ones, as Chrome and Edge on Windows and Linux do, that take room from what they scroll; a
+    phone's overlay scrollbars take none. The width one takes, measured on a control box."""
+    browser.call("Emulation.setScrollbarsHidden", page=True, hidden=not shown)
+    browser.open("about:blank")
+    return browser.evaluate(SCROLLBAR_PROBE)
+
+
+#: the width of a classic scrollbar in the desktop browser of ``rendered`` (0: none drawn)
+DESKTOP_SCROLLBAR = {}
+
+
 @pytest.fixture(scope="module")
 def rendered(html) -> dict:
-    """(page name, width) -> (DOM, layout report), for every page of the book at both widths."""
-    # the phone's 390-px frame sits in a 600-px window (PHONE_FRAME); a phone's scrollbars take no width
+    """(page name, width) -> (DOM, layout report), for every page of the book at both widths; the
+    desktop with classic scrollbars shown, the phone with none (overlay scrollbars)."""
+    # the phone's 390-px frame sits in a 600-px window (PHONE_FRAME)
     browsers = {width: Browser(CHROMIUM, window, VIEWPORT_HEIGHT) for width, window in ((DESKTOP, DESKTOP), (PHONE, 600))}
     try:
-        browsers[PHONE].call("Emulation.setScrollbarsHidden", page=True, hidden=True)
+        DESKTOP_SCROLLBAR["width"] = show_scrollbars(browsers[DESKTOP], True)
+        show_scrollbars(browsers[PHONE], False)
         return {(name, width): render(html / f"{name}.html", width, browsers[width])
                 for name in ["intro", *toc_files()] for width in (DESKTOP, PHONE)}
     finally:
@@ -672,6 +760,10 @@ LONGEST_PAGE = 30_000
 def test_no_page_is_a_wall(rendered):
     """No page is longer than LONGEST_PAGE px at 1400 px with everything open: a chapter
     that grows past it is split into section pages (the toc's ``sections:``)."""
+    heights = sorted(((report["height"], name) for (name, width), (_, report) in rendered.items() if width == DESKTOP),
+                     reverse=True)
+    print("The longest pages at 1400 px, everything open: " + ", ".join(
+        f"{name} {height:,} px ({height / VIEWPORT_HEIGHT:.1f} screens)" for height, name in heights[:5]))
     long = {name: report["height"] for (name, width), (_, report) in rendered.items()
             if width == DESKTOP and report["height"] > LONGEST_PAGE}
     assert not long, f"pages over {LONGEST_PAGE:,} px at {DESKTOP} px: " + ", ".join(
@@ -722,6 +814,42 @@ def test_search_results_quote_plain_text(html, tmp_path):
     assert not raw, "quotes with TeX or header text:\n" + "\n".join(q[:200] for q in raw)
 
 
+#: a search and the page a reader looks for first: the chapter on the subject
+SEARCHES = {"softmax": "chapters/04_softmax_saturation", "online softmax": "chapters/08_online_softmax",
+            "mask": "chapters/05_stability_and_masks", "ring attention": "chapters/11_beyond_one_device",
+            "saturation": "chapters/04_softmax_saturation"}
+
+
+@pytest.mark.book
+@needs_chromium
+def test_search_puts_the_chapter_on_the_subject_first(html):
+    """Sphinx scored a word in a page's title no higher than in a section's, so "softmax" listed
+    chapter 4 fourth and "online softmax" did not list chapter 8 among the first four
+    (_static/search_snippets.js raises a result whose page or section title holds every word)."""
+    handler = functools.partial(QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    browser = Browser(CHROMIUM, DESKTOP, VIEWPORT_HEIGHT)
+    try:
+        wrong = []
+        for query, first in SEARCHES.items():
+            url = f"http://127.0.0.1:{server.server_address[1]}/search.html?q={query.replace(' ', '+')}"
+            browser.open(url)
+            deadline = time.monotonic() + PAGE_TIMEOUT
+            while not browser.evaluate("!!document.querySelector('#search-results .search-summary')?.textContent.match(/found/i)"):
+                assert time.monotonic() < deadline, f"{query!r}: the search did not finish"
+                time.sleep(0.05)
+            found = browser.evaluate("[...document.querySelectorAll('#search-results ul.search > li > a')]"
+                                     ".map(a => a.getAttribute('href').split(/[?#]/)[0].replace(/\\.html$/, ''))")
+            print(f"{query!r}: {found[:5]}")
+            if not found or found[0] != first:
+                wrong.append(f"  {query!r}: {found[:5]}, not {first} first")
+    finally:
+        browser.close()
+        server.shutdown()
+    assert not wrong, "searches that do not list the chapter on their subject first:\n" + "\n".join(wrong)
+
+
 # The smallest text the book's figures are drawn with (attnlib/book/diagrams.py's labels, chapter 6's
 # tick labels; the house style's is 10 pt), at attnlib.book.plots' figure.dpi: a figure's own size is
 # its width at that resolution, which myst-nb writes inline (the PNG is stored at twice it).
@@ -761,8 +889,9 @@ def test_no_figure_is_drawn_with_text_smaller_than_the_legibility_test_assumes()
 def test_every_figures_text_is_legible_at_both_widths_and_a_phone_says_a_tap_enlarges_it(rendered):
     """Measured in the browser from the figure's drawn scale: its smallest text is at least
     LEGIBLE_PX on screen at 1400 and at 390 px (on a phone a wide figure keeps a legible size
-    and scrolls in its box), and on a phone every figure that links its full-size PNG says so."""
-    small, silent, lines, figures = [], [], [], 0
+    and scrolls in its box, fading at the edge where more of it is: the shadow behind the opaque
+    image never showed), and on a phone every figure that links its full-size PNG says so."""
+    small, silent, unfaded, lines, figures = [], [], [], [], 0
     for (name, width), (_, report) in rendered.items():
         for figure in report["figures"]:
             figures += 1
@@ -772,10 +901,13 @@ def test_every_figures_text_is_legible_at_both_widths_and_a_phone_says_a_tap_enl
                 small.append(lines[-1])
             if width == PHONE and figure["linked"] and "tap" not in figure["hint"].lower():
                 silent.append(f"  {name} [{figure['where']}]: caption hint {figure['hint']!r}")
+            if figure["scrolls"] and not figure["fades"]:
+                unfaded.append(f"  {name} at {width} px [{figure['where']}] ({figure['src']})")
     print("Smallest figure text on screen:\n" + "\n".join(lines))
     assert figures >= 2 * 30, f"only {figures} figures measured"
     assert not small, f"figures whose {FIGURE_TEXT_PT}-pt text is under {LEGIBLE_PX} px on screen:\n" + "\n".join(small)
     assert not silent, "figures that link their full size without saying so on a phone:\n" + "\n".join(silent)
+    assert not unfaded, "figures that scroll in their box without fading at the edge:\n" + "\n".join(unfaded)
 
 
 @pytest.mark.book
@@ -835,6 +967,84 @@ def test_formulas_are_not_tab_stops_and_keep_their_menu(rendered):
     assert not stops, f"formulas in the Tab order: {stops}"
     with_math = [name for (name, width), (_, report) in rendered.items() if report["inlineMathSizes"]]
     assert with_math and all(rendered[(name, DESKTOP)][1]["mathMenu"] for name in with_math), "MathJax's menu is off"
+
+
+@pytest.mark.book
+@needs_chromium
+def test_inline_formulas_draw_no_scrollbar_and_take_no_focus_at_both_widths(rendered):
+    """Classic scrollbars shown at 1400 px (a control box proves they take room): no inline formula
+    draws one (offsetHeight == clientHeight) or takes the focus, except one measured wider than its
+    line, which scrolls and is one labelled Tab stop. Making every formula a scroll box drew a
+    scrollbar under 2,047 of 2,682 of them (a glyph overhanging its box by a pixel was enough)."""
+    assert DESKTOP_SCROLLBAR.get("width", 0) >= 8, f"the desktop browser draws no classic scrollbars: {DESKTOP_SCROLLBAR}"
+    barred, focusable, unlabelled, formulas, wide = [], [], [], 0, Counter()
+    for (name, width), (_, report) in rendered.items():
+        formulas += report["inlineMath"]
+        barred += [f"  {name} at {width} px: a {item['bar']}-px bar [{item['where']}]: {item['snippet']}"
+                   for item in report["barredMath"]]
+        focusable += [f"  {name} at {width} px [{item['where']}]: {item['snippet']}" for item in report["focusableMath"]]
+        for item in report["wideMath"]:
+            wide[f"{name} at {width} px"] += 1
+            if item["tabIndex"] != 0 or not item["label"] or not item["focusable"]:
+                unlabelled.append(f"  {name} at {width} px [{item['where']}]: {item}")
+    print(f"{formulas} inline formulas; wider than their line, scrolling: {dict(wide)}")
+    assert formulas >= 2 * 2000, formulas
+    assert not barred, f"{len(barred)} inline formulas draw a scrollbar:\n" + "\n".join(barred[:40])
+    assert not focusable, f"{len(focusable)} inline formulas take the focus:\n" + "\n".join(focusable[:40])
+    assert not unlabelled, "wide formulas that are not one labelled Tab stop:\n" + "\n".join(unlabelled)
+    assert sum(wide.values()) < 0.01 * formulas, f"too many formulas marked wider than their line: {dict(wide)}"
+
+
+def tab_stops(browser: Browser, url: str, presses: int) -> list[str]:
+    """What the focus lands on at each of ``presses`` real Tab presses from the top of ``url``, once
+    MathJax has typeset it: "formula" (inside a span.math, a div.math or an mjx-container), "wide
+    formula" (a span.math.math-wide), or the element's tag and text."""
+    browser.open(url, timeout=PAGE_TIMEOUT)
+    browser.evaluate("MathJax.startup.promise.then(() => setTimeout(() => { window.__typeset = true; }, 300))")
+    deadline = time.monotonic() + PAGE_TIMEOUT
+    while not browser.evaluate("window.__typeset === true"):
+        assert time.monotonic() < deadline, f"{url}: MathJax did not typeset"
+        time.sleep(0.05)
+    stops = []
+    for _ in range(presses):
+        browser.press("Tab")
+        stops.append(browser.evaluate("""(() => {
+          const a = document.activeElement;
+          if (a.closest("span.math.math-wide")) return "wide formula";
+          if (a.closest("span.math, div.math, mjx-container")) return "formula";
+          return a.tagName.toLowerCase() + ": " + (a.getAttribute("aria-label") || a.textContent || "").trim().slice(0, 40);
+        })()"""))
+    return stops
+
+
+#: how many Tab presses test_tab_never_stops_on_a_formula walks (the review counted 133 formulas
+#: among the first 259 stops of chapter 4 at 1400 px, 139 at 390 px)
+TAB_PRESSES = 259
+
+
+@pytest.mark.book
+@needs_chromium
+def test_tab_never_stops_on_a_formula(html):
+    """Real Tab presses (trusted key events) through chapter 4, the page with the most formulas in
+    its first screens, at 1400 px with classic scrollbars and at 390 px in a phone's viewport: the
+    focus moves through links, buttons and controls, never onto a formula, except one marked wider
+    than its line (a deliberate, labelled stop)."""
+    page = (html / "chapters" / "04_softmax_saturation.html").as_uri()
+    for width in (DESKTOP, PHONE):
+        browser = Browser(CHROMIUM, width, VIEWPORT_HEIGHT)
+        try:
+            if width == PHONE:
+                browser.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=844,
+                             deviceScaleFactor=2, mobile=True)
+            assert show_scrollbars(browser, width == DESKTOP) >= (8 if width == DESKTOP else 0)
+            stops = tab_stops(browser, page, TAB_PRESSES)
+            assert browser.evaluate("window.innerWidth") == width
+        finally:
+            browser.close()
+        counts = Counter(stop if "formula" in stop else "other" for stop in stops)
+        print(f"chapter 4 at {width} px, {TAB_PRESSES} Tab presses: {dict(counts)}")
+        assert len(set(stops)) > 20, f"the focus hardly moved: {Counter(stops).most_common(5)}"
+        assert counts["formula"] == 0, f"at {width} px {counts['formula']} of {TAB_PRESSES} Tab stops are formulas"
 
 
 @pytest.mark.book

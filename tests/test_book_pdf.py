@@ -1,7 +1,10 @@
 """The book's PDF (`make pdf`, tools/book_pdf.py): printed from the one-page build with the
-book's print rules, it has the book's pages, a bookmark for every chapter and section page, the
-HTML book's equation, figure and exercise numbers, its solutions and library sources open, and
-every code line whole (a line cut at its box's edge loses its end on paper)."""
+book's print rules, it has a title page and the book's title and authors in its metadata, the
+book's pages, an outline built from its contents (formulas as text) with a bookmark for every
+chapter and section page, contents with page numbers, links that jump inside the file (or to the
+web, never to the build machine's disk), the HTML book's equation, figure and exercise numbers,
+its solutions and library sources open, no page left with only an empty frame, and every code line
+whole (a line cut at its box's edge loses its end on paper), a long one broken with a mark."""
 import json
 import pathlib
 import re
@@ -9,8 +12,10 @@ import subprocess
 import sys
 import time
 import unicodedata
+from typing import NamedTuple
 
 import pytest
+import yaml
 from bs4 import BeautifulSoup
 
 import book_pages
@@ -18,14 +23,17 @@ import book_pages
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 pypdf = pytest.importorskip("pypdf", reason="pypdf reads the PDF (requirements.txt installs it)")
 
-from book_pdf import chromium  # noqa: E402  (tools/ is on the path: tests/conftest.py)
+import book_pdf  # noqa: E402
+from book_pdf import CONTINUED, chromium  # noqa: E402  (tools/ is on the path: tests/conftest.py)
+from tex_text import tex_text  # noqa: E402
 
 pytestmark = pytest.mark.book
 
 
 def squeezed(text: str) -> str:
-    """Text without whitespace, ligatures unfolded: what survives a PDF's line breaks."""
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+    """Text without whitespace and the marks of a broken code line, ligatures unfolded: what
+    survives a PDF's line breaks."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text).replace(CONTINUED.strip(), ""))
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +53,19 @@ def pdf(tmp_path_factory, book_html):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     assert "WARNING" not in result.stdout + result.stderr, "the one-page build warned"
     print(f"make pdf's build and print: {time.monotonic() - started:.0f} s; {result.stdout.splitlines()[-1]}")
+    print(f"{(folder / 'book.pdf').stat().st_size / 1e6:.1f} MB")
     reader = pypdf.PdfReader(folder / "book.pdf")
     # each page's text without the page number its foot carries (which pypdf reads first)
-    texts = [squeezed(page.extract_text()).removeprefix(str(number))
-             for number, page in enumerate(reader.pages, start=1)]
-    return reader, texts
+    texts = [page.extract_text() for page in reader.pages]
+    marks = sum(text.count(CONTINUED.strip()) for text in texts)
+    texts = [squeezed(text).removeprefix(str(number)) for number, text in enumerate(texts, start=1)]
+    return Printed(reader, texts, marks)
+
+
+class Printed(NamedTuple):
+    reader: "pypdf.PdfReader"
+    texts: list[str]  # each page's text, squeezed, without its page number
+    marks: int        # the "↪" that mark where a code line continues
 
 
 def whole(texts: list[str]) -> str:
@@ -71,10 +87,22 @@ def in_the_pdf(text: str, texts: list[str], joined: str) -> bool:
 
 
 def bookmarks(outline) -> list[str]:
-    titles = []
+    return [item.title for item in outline_items(outline)]
+
+
+def outline_items(outline) -> list:
+    items = []
     for item in outline:
-        titles.extend(bookmarks(item) if isinstance(item, list) else [item.title])
-    return titles
+        items.extend(outline_items(item) if isinstance(item, list) else [item])
+    return items
+
+
+def heading_text(heading) -> str:
+    """A heading as the outline writes it: its formulas as text."""
+    heading = BeautifulSoup(str(heading), "html.parser")
+    for math in heading.select("span.math"):
+        math.replace_with(tex_text(math.get_text().strip().removeprefix("\\(").removesuffix("\\)")))
+    return heading.get_text()
 
 
 def pages(book_html) -> dict[str, BeautifulSoup]:
@@ -88,13 +116,144 @@ def pages(book_html) -> dict[str, BeautifulSoup]:
 
 
 def test_the_pdf_has_the_books_pages_and_a_bookmark_for_every_page_of_the_book(pdf, book_html):
-    reader, _ = pdf
+    reader, _, _ = pdf
     print(f"{len(reader.pages)} pages")
     assert 250 <= len(reader.pages) <= 900, len(reader.pages)
     marks = {squeezed(title) for title in bookmarks(reader.outline)}
     for name, soup in pages(book_html).items():
         heading = soup.select_one("article h1")
-        assert squeezed(heading.get_text()) in marks, f"no bookmark for {name}: {heading.get_text()!r}"
+        assert squeezed(heading_text(heading)) in marks, f"no bookmark for {name}: {heading.get_text()!r}"
+
+
+def looks_garbled(title: str) -> bool:
+    """A bookmark as Chromium's own outline wrote 45 of 212: doubled ("SizesSizes", "9.1.3. 9.1.3."),
+    words run together ("Attention,executable"), a formula dropped ("14.2.1. , layer by layer"),
+    TeX left in."""
+    return (not title.strip() or "\\" in title or "$" in title or "  " in title or bool(re.search(r"(.{4,})\1", title))
+            or bool(re.match(r"(\d+(?:\.\d+)*\.)\s+\1\s", title)) or bool(re.search(r"[a-z],[A-Za-z]", title))
+            or bool(re.search(r"(^|\s)[,.:;?]", title.split(" ", 1)[-1])) or title.rstrip() != title)
+
+
+def test_the_garbled_bookmarks_of_chromiums_outline_are_recognised():
+    for title in ["SizesSizes", "9.1.3. 9.1.3. The kernelThe kernel", "The chaptersThe chapters",
+                  "Scaled Dot-Product Attention,executable", "14.2.1. , layer by layer", "1.5. A worked example: , ",
+                  "10.3.1. Does LayerNorm keep  near 1?", "5.3.4. Encoding a mask as a number: ,finfo.min and "]:
+        assert looks_garbled(title), title
+    for title in ["1.5. A worked example: n = 3, dₖ = 4", "6.3. √(d_model) instead of √dₖ", "Notation",
+                  "10.3. LayerNorm, wider heads and QK-norm", "Scaled Dot-Product Attention, executable"]:
+        assert not looks_garbled(title), title
+
+
+def test_the_outline_is_the_contents_in_plain_text_and_each_bookmark_opens_its_page(pdf):
+    """Chromium's own outline doubled 33 titles ("SizesSizes"), ran words together and dropped
+    formulas ("14.2.1. , layer by layer"); this one is the book's contents, formulas as text, and
+    each bookmark's page shows the start of its title (up to its first formula)."""
+    reader, texts, _ = pdf
+    items = outline_items(reader.outline)
+    assert len(items) >= 120, len(items)
+    garbled = []
+    for item in items:
+        title = item.title
+        if looks_garbled(title):
+            garbled.append(title)
+            continue
+        # what the page shows of the title: its number and first word, or, unnumbered, its start
+        numbered = re.match(r"(\d+(\.\d+)*\.\s+\S+)", title)
+        start = squeezed(re.split(r"[^\x20-\x7e]", numbered.group(1) if numbered else title)[0])[:30]
+        page = reader.get_destination_page_number(item)
+        if len(start) >= 4 and start not in texts[page]:
+            garbled.append(f"{title!r} opens p. {page + 1}, which does not show {start!r}")
+    assert not garbled, "bookmarks garbled or on the wrong page:\n" + "\n".join(garbled)
+    assert any("dₖ" in title for title in bookmarks(reader.outline)), "no bookmark keeps its formula as text"
+
+
+def entry_key(title: str) -> str:
+    """A contents entry by its number ("6.1."), or by its title where it has none (a formula in a
+    title reads differently in the contents, typeset, than in the bookmark)."""
+    number = re.match(r"\s*(\d+(\.\d+)*\.)\s", title)
+    return number.group(1) if number else squeezed(title)
+
+
+def test_the_contents_give_each_chapters_page(pdf):
+    """The contents print each chapter's and section's page number after its title, right-aligned
+    (read with pypdf's layout mode, which keeps a line's title and number together): the page its
+    bookmark opens."""
+    reader = pdf.reader
+    items = outline_items(reader.outline)
+    assert items[1].title == "Contents", [item.title for item in items[:3]]
+    first, last = reader.get_destination_page_number(items[1]), reader.get_destination_page_number(items[2])
+    printed = {}
+    for page in reader.pages[first:last]:
+        for line in page.extract_text(extraction_mode="layout").splitlines():
+            match = re.fullmatch(r"\s*(\S.*?)\s{3,}(\d+)\s*", line)
+            if match:
+                printed[entry_key(match.group(1))] = int(match.group(2))
+    checked = 0
+    for item in items[2:]:
+        number = reader.get_destination_page_number(item) + 1
+        key = entry_key(item.title)
+        assert printed.get(key) == number, f"contents: {item.title!r} on p. {printed.get(key)}, its bookmark opens p. {number}"
+        checked += 1
+    assert checked >= 100, checked
+
+
+def test_every_link_jumps_inside_the_pdf_or_to_the_web(pdf):
+    """Cross-references and citations jump within the file: the one-page build writes them as
+    links to intro.html, which Chromium printed as file:///.../_build/... (606 of them), and the
+    figures linked their PNGs the same way. Every link left is a web address."""
+    reader, _, _ = pdf
+    internal, web, local = 0, 0, []
+    for number, page in enumerate(reader.pages, start=1):
+        for annotation in page.get("/Annots") or []:
+            annotation = annotation.get_object()
+            if annotation.get("/Subtype") != "/Link":
+                continue
+            action = annotation.get("/A")
+            action = action.get_object() if action is not None else {}
+            if "/Dest" in annotation or action.get("/S") == "/GoTo":
+                internal += 1
+            elif "/URI" in action:
+                uri = str(action["/URI"])
+                web += uri.startswith(("http://", "https://"))
+                if not uri.startswith(("http://", "https://")):
+                    local.append(f"p. {number}: {uri}")
+    print(f"{internal} links within the PDF, {web} to the web")
+    assert not local, f"{len(local)} links that are not web addresses:\n" + "\n".join(local[:20])
+    assert internal >= 900, internal  # the contents' 130 and the 606 that were file:// links, at least
+
+
+def test_a_title_page_and_the_books_title_and_authors_in_the_metadata(pdf):
+    reader, texts, _ = pdf
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert reader.metadata.title == config["title"] and reader.metadata.author == config["author"], reader.metadata
+    assert texts[0].startswith(squeezed(config["title"])), texts[0][:200]
+    assert squeezed(config["author"]) in texts[0]
+
+
+def test_no_page_holds_only_an_empty_frame(pdf):
+    """A box kept whole (break-inside: avoid) that is taller than the space left on a page moved
+    to the next one and left its frame alone on this one: 11 pages held nothing else. No page
+    without text or a picture draws a box (a rectangle beyond the page's background)."""
+    reader, texts, _ = pdf
+    framed, blank = [], []
+    for number, (page, text) in enumerate(zip(reader.pages, texts), start=1):
+        if len(text) >= 3 or list(page.images):
+            continue
+        drawing = page.get_contents().get_data()
+        rectangles = len(re.findall(rb"\sre\s", drawing)) + len(re.findall(rb"\s[Ss]\n", drawing))
+        (framed if rectangles > 1 else blank).append(number)
+    print(f"pages with nothing on them but the page number: {blank}")
+    assert not framed, f"pages that hold only a box's frame: {framed}"
+
+
+def test_a_code_line_too_long_for_the_page_is_broken_with_a_mark(pdf, book_html):
+    """A code line longer than the printed box breaks where the PDF's style says, its rest on the
+    next line after a "↪" (as d2l's listings mark them), not at column 0 as if it were new code."""
+    long_lines = sum(1 for soup in pages(book_html).values() for pre in soup.select("article pre")
+                     for line in pre.get_text().splitlines() if len(line.rstrip()) > book_pdf.CODE_COLUMNS)
+    marks = pdf.marks
+    print(f"{long_lines} code lines longer than {book_pdf.CODE_COLUMNS} characters, {marks} marks")
+    assert long_lines >= 50 and marks >= long_lines, (long_lines, marks)
 
 
 def test_the_pdf_numbers_equations_figures_and_exercises_as_the_html_book(pdf, book_html):
@@ -142,3 +301,34 @@ def test_no_code_line_is_cut_in_the_pdf(pdf, book_html):
     print(f"{lines} code lines, {len(cut)} not whole in the PDF")
     assert lines > 5000, lines
     assert not cut, f"{len(cut)} code lines not whole in the PDF:\n" + "\n".join(cut[:40])
+
+
+def test_a_long_code_line_is_broken_in_its_own_indentation_with_a_mark():
+    """wrap_code breaks inside Pygments' spans, every piece at most CODE_COLUMNS wide, the rest of
+    the line in the line's indentation after "↪"; the text is the line's, once the marks are out."""
+    width = book_pdf.CODE_COLUMNS
+    lines = ["a" * (width - 5) + "b" * 10, "    " + "c" * (2 * width), "short"]
+    html = ('<article><pre><span class="n">' + lines[0][:width - 5] + '</span><span class="o">' + lines[0][width - 5:]
+            + '</span>\n    <span class="s">' + lines[1].strip() + "</span>\nshort\n</pre></article>")
+    soup = BeautifulSoup(html, "html.parser")
+    book_pdf.wrap_code(soup)
+    printed = soup.pre.get_text().splitlines()
+    assert all(len(line) <= width for line in printed), printed
+    assert [line.startswith("    ↪ ") for line in printed[2:5]] == [False, True, True], printed
+    assert printed[1].startswith("↪ ") and printed[-1] == "short"
+    assert squeezed("".join(printed)) == squeezed("".join(lines))
+
+
+def test_links_between_the_books_pages_jump_within_the_print():
+    soup = BeautifulSoup('<p id="eq-1"></p><section id="s"></section><a href="intro.html#eq-1">(4.1)</a>'
+                         '<a class="reference external" href="https://arxiv.org/abs/1">paper</a>'
+                         '<a class="reference internal image-reference" href="_images/fig.png"><img></a>'
+                         '<a href="intro.html#gone">gone</a><a href="#s">here</a>', "html.parser")
+    book_pdf.internal_links(soup)
+    assert [link.get("href") for link in soup.find_all("a")] == ["#eq-1", "https://arxiv.org/abs/1", None, None, "#s"]
+
+
+def test_a_headings_formula_reads_as_text_in_a_bookmark():
+    assert tex_text(r"\operatorname{Var}(q \cdot k)/d_k") == "Var(q · k)/dₖ"
+    assert tex_text(r"-10^9") == "−10⁹" and tex_text(r"-\infty") == "−∞"
+    assert tex_text(r"\sqrt{d_{\text{model}}}") == "√(d_model)" and tex_text(r"\sqrt{d_k}") == "√dₖ"

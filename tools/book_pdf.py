@@ -3,17 +3,27 @@
     python tools/book_pdf.py [--out _build/html/book.pdf] [--path-output DIR] [--after-html-build]
 
 The whole book is built on one HTML page (Sphinx's ``singlehtml`` builder, warnings as errors,
-into ``_build/singlehtml``), given a table of contents, and printed by headless Chromium with
-the book's print rules (``_static/layout.css``: code wraps, folded solutions and library sources
-print open). The numbers are the HTML book's: the same Sphinx build numbers chapters, sections,
-figures, equations and exercises, and MathJax typesets the formulas before the page is printed.
-Chromium writes the PDF's bookmarks from the headings (``--generate-pdf-document-outline``).
+into ``_build/singlehtml``), given a title page and a table of contents, and printed by headless
+Chromium with the book's print rules (``_static/layout.css``: folded solutions and library
+sources print open) and the PDF's own (``PDF_STYLE``). The numbers are the HTML book's: the same
+Sphinx build numbers chapters, sections, figures, equations and exercises, and MathJax typesets
+the formulas before the page is printed. Before printing, every link between the book's pages
+becomes a jump within the PDF (the one-page build writes them as links to ``intro.html``, which
+Chromium would print as ``file://`` links), a code line too long for the page is broken with a
+"↪", and a small cell or output is marked to be kept on one page.
+
+Two passes give the contents their page numbers: the first print names a destination for every
+target of a link, whose pages give each contents entry's page; the front matter alone is then
+printed again with only those numbers visible, laid out as in the first, and drawn over the
+first print's pages (pypdf, an incremental update). pypdf also writes the outline, from the
+contents with formulas as text (``tools/tex_text.py``), and the title and authors.
 The PDF goes beside the HTML book (``_ext/pdf_edition.py``'s ``PDF_NAME``), which every page's
 download menu links; the publishing workflow publishes the two together.
 """
 from __future__ import annotations
 
 import argparse
+import html as html_module
 import pathlib
 import re
 import shutil
@@ -22,28 +32,68 @@ import sys
 import tempfile
 import time
 
-from bs4 import BeautifulSoup
+from dataclasses import dataclass, field
+
+import pypdf
+import yaml
+from bs4 import BeautifulSoup, NavigableString
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "_ext"))
+sys.path.insert(0, str(ROOT / "tools"))
 
 from pdf_edition import PDF_NAME  # noqa: E402
+from tex_text import tex_text  # noqa: E402
 
 PRINTED_PAGE = "book-print.html"  # beside the one-page book, so that its relative links hold
+NUMBERS_PAGE = "book-print-numbers.html"  # the second pass: the contents' page numbers alone
 
-# For the PDF only: A4 pages numbered at the foot, each chapter and back-matter page from a new
-# page, the contents on their own pages.
+# For the PDF only: A4 pages numbered at the foot, a title page, each chapter and back-matter page
+# from a new page, the contents on their own pages with each entry's page number right-aligned
+# after a dotted leader, code at a size that holds CODE_COLUMNS characters a line, and a line
+# longer than that broken by wrap_code() with a "↪" where it continues.
 PDF_STYLE = """<style>
 @page { size: A4; margin: 16mm 15mm 18mm; @bottom-center { content: counter(page); font-size: 9pt; } }
+@page :first { @bottom-center { content: none; } }
 @media print {
+  html { font-size: 87.5%; }  /* 10.5-pt text */
+  section#title-page { break-after: page; text-align: center; padding-top: 60mm; }
+  section#title-page h1 { font-size: 2.1rem; margin-bottom: 0.6em; }
+  section#title-page p { margin: 0.4em 0; }
+  section#title-page .subtitle { font-size: 1.15rem; font-style: italic; }
+  section#title-page .author { font-size: 1.2rem; margin-top: 25mm; }
+  section#title-page .edition { font-size: 0.85rem; margin-top: 70mm; }
   div.toctree-wrapper > section, span[id^="document-"] + section { break-before: page; }
-  nav#book-contents { font-size: 0.95em; }
+  nav#book-contents { font-size: 0.95em; break-before: page; }
+  /* the theme hides an article's first h1 in print, for a title of its own (hidden by layout.css) */
+  section#title-page h1 { display: block !important; }
   nav#book-contents ol { list-style: none; padding-left: 0; }
   nav#book-contents ol ol { padding-left: 1.6em; margin-bottom: 0.4em; }
   nav#book-contents > ol > li { margin-top: 0.35em; font-weight: 500; }
   nav#book-contents ol ol li { font-weight: 400; }
-  nav#book-contents a { color: inherit; text-decoration: none; }
+  nav#book-contents a { color: inherit; text-decoration: none; display: flex; align-items: baseline; }
+  nav#book-contents .toc-leader { flex: 1 1 auto; margin: 0 0.4em; border-bottom: 1px dotted currentColor; min-width: 2em; }
+  nav#book-contents .toc-page { flex: 0 0 2.2em; text-align: right; font-variant-numeric: tabular-nums; }
+  /* a box's bottom margin that did not fit at a page's foot made a blank page of its own before
+     the next chapter's forced break (after chapters 8 and 13) */
+  section > :last-child { margin-bottom: 0 !important; }
+  div.highlight pre, div.cell_output pre { font-size: CODE_FONTpt !important; line-height: 1.3; }
+  span.code-continued { color: #888; }
 }
+</style>""".replace("CODE_FONT", "7.4")
+#: what a print line of code holds at PDF_STYLE's code size (DejaVu Sans Mono: 0.6 em a character;
+#: the narrowest code box of the print, in a solution, is 560 px: 94 characters)
+#: in a cell's box on an A4 page; a longer line is broken and its rest marked (d2l's listings do the same)
+CODE_COLUMNS = 92
+CONTINUED = "↪ "
+
+# The second pass prints the front matter again with only the contents' page numbers visible,
+# laid out exactly as in the first, and those pages are drawn over the first print's.
+NUMBERS_STYLE = """<style>
+@page { @bottom-center { content: none; } }
+html, body { background: none !important; }
+body * { visibility: hidden !important; }
+nav#book-contents .toc-page, nav#book-contents .toc-page * { visibility: visible !important; }
 </style>"""
 
 
@@ -67,10 +117,20 @@ def build_single_page(jupyter_book: pathlib.Path, path_output: pathlib.Path, fre
     return path_output / "_build" / "singlehtml" / "intro.html"
 
 
-def contents(wrappers: list) -> str:
-    """The table of contents: each page of the book (its numbered title) and its sections, a
-    chapter's section pages (9.1, 9.2, ...) among them; titles keep their formulas for MathJax."""
-    items = []
+@dataclass
+class Entry:
+    """One line of the contents and one bookmark: the anchor it jumps to, its title as HTML (with
+    its formulas, for MathJax) and as text (for the PDF's outline), and the entries under it."""
+    anchor: str
+    html: str
+    text: str
+    children: list["Entry"] = field(default_factory=list)
+
+
+def book_contents(wrappers: list) -> list[Entry]:
+    """The book's pages (each numbered title) and their sections, a chapter's section pages (9.1,
+    9.2, ...) among them, in reading order."""
+    entries = []
     markers = [marker for wrapper in wrappers
                for marker in wrapper.find_all("span", id=re.compile("^document-"), recursive=False)]
     for marker in markers:
@@ -84,34 +144,219 @@ def contents(wrappers: list) -> str:
             elif "toctree-wrapper" in child.get("class", []):  # a chapter's section pages
                 sections += [part.find_next_sibling("section")
                              for part in child.find_all("span", id=re.compile("^document-"), recursive=False)]
-        listed = "".join(f'<li><a href="#{section["id"]}">{title(section.find(["h2", "h3"]))}</a></li>'
-                         for section in sections if section is not None)
-        items.append(f'<li><a href="#{page["id"]}">{title(page.find("h2"))}</a>'
-                     + (f"<ol>{listed}</ol>" if listed else "") + "</li>")
-    return f'<nav id="book-contents" aria-label="Contents"><h2>Contents</h2><ol>{"".join(items)}</ol></nav>'
+        entries.append(entry(page, page.find("h2"),
+                             [entry(section, section.find(["h2", "h3"])) for section in sections if section is not None]))
+    return entries
 
 
-def title(heading) -> str:
-    """A heading's HTML with its section number and formulas, without its "#" permalink."""
-    heading = BeautifulSoup(str(heading), "html.parser").find(["h2", "h3"])
+def entry(section, heading, children: list[Entry] | None = None) -> Entry:
+    heading = BeautifulSoup(str(heading), "html.parser").find(["h1", "h2", "h3"])
     for link in heading.select("a.headerlink"):
         link.decompose()
-    return heading.decode_contents()
+    html = heading.decode_contents()
+    for math in heading.select("span.math"):
+        math.replace_with(tex_text(math.get_text().strip().removeprefix("\\(").removesuffix("\\)")))
+    text = re.sub(r"\s+", " ", heading.get_text()).strip()
+    return Entry(section["id"], html, text, children or [])
 
 
-def printable(page: pathlib.Path) -> pathlib.Path:
-    """The one-page book with its table of contents and the PDF's page style, ready to print."""
+def contents(entries: list[Entry]) -> str:
+    """The table of contents, each entry with its page number (filled in by the second pass)."""
+    def items(level: list[Entry]) -> str:
+        return "".join(f'<li><a href="#{item.anchor}"><span class="toc-title">{item.html}</span>'
+                       f'<span class="toc-leader"></span><span class="toc-page" data-anchor="{item.anchor}"></span></a>'
+                       + (f"<ol>{items(item.children)}</ol>" if item.children else "") + "</li>"
+                       for item in level)
+    return f'<nav id="book-contents" aria-label="Contents"><h2>Contents</h2><ol>{items(entries)}</ol></nav>'
+
+
+def title_page(soup: BeautifulSoup) -> str:
+    """The book's title, what it is, its authors, and where the web edition is."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repository = config.get("repository", {}).get("url", "")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    edition = "The whole book as one PDF, printed from its HTML edition" + (f" at commit {commit}" if commit else "")
+    return (f'<section id="title-page"><h1>{html_module.escape(config["title"])}</h1>'
+            f'<p class="subtitle">{html_module.escape(SUBTITLE)}</p>'
+            f'<p class="author">{html_module.escape(config["author"])}</p>'
+            f'<p class="edition">{html_module.escape(edition)}'
+            + (f'<br><a href="{repository}">{repository}</a>' if repository else "")
+            + '</p><p class="to-contents"><a href="#book-contents">Contents</a></p></section>')
+
+
+SUBTITLE = "The innermost computation of every transformer, worked out in code"
+
+
+def unique_ids(soup: BeautifulSoup) -> None:
+    """One id, one place: each page's sections have ids of their own ("summary", "exercises"),
+    which repeat on the one page; a repeated id gets its page's name in front, and the links of
+    its own page follow it (a link from another page names a label, which is unique)."""
+    markers = soup.find_all("span", id=re.compile("^document-"))
+    seen = {tag["id"] for tag in soup.find_all(id=True) if not tag.find_parent("div", class_="toctree-wrapper")}
+    seen |= {marker["id"] for marker in markers}
+    for marker in markers:
+        page = marker.find_next_sibling("section")
+        if page is None:
+            continue
+        renamed = {}
+        for tag in [page, *page.find_all(id=True)]:
+            if nested_page(tag, page):
+                continue
+            if tag["id"] in seen:
+                renamed[tag["id"]] = f'{marker["id"].removeprefix("document-").replace("/", "-")}--{tag["id"]}'
+                tag["id"] = renamed[tag["id"]]
+            seen.add(tag["id"])
+        if not renamed:
+            continue
+        for link in page.find_all("a", href=True):
+            if nested_page(link, page):
+                continue
+            target = link["href"].partition("#")[2]
+            if target in renamed and (link["href"].startswith("#") or not re.match(r"^[a-z][a-z0-9+.-]*:", link["href"])):
+                link["href"] = "#" + renamed[target]
+
+
+def nested_page(tag, page) -> bool:
+    """Whether ``tag`` belongs to a section page inside ``page`` (a chapter's 9.1, 9.2, ...)."""
+    for wrapper in tag.find_parents("div", class_="toctree-wrapper"):
+        if page in wrapper.find_parents("section"):
+            return True
+    return False
+
+
+def internal_links(soup: BeautifulSoup) -> None:
+    """Every link between the book's pages jumps inside the PDF: the one-page build writes them as
+    ``intro.html#target`` (a file beside the print), which Chromium would print as file:// links.
+    A figure's link to its own PNG is dropped (the figure is on the page); any other relative link
+    (a download, a source file) is dropped too: on paper it would point at the build machine."""
+    ids = {tag["id"] for tag in soup.find_all(id=True)}
+    for link in soup.find_all("a", href=True):
+        href = link["href"]
+        if href.startswith("#") or re.match(r"^[a-z][a-z0-9+.-]*:", href):
+            continue  # a jump within the page, or a web address
+        target = href.partition("#")[2]
+        if target and target in ids:
+            link["href"] = "#" + target
+        else:
+            del link["href"]
+
+
+def web_only_words(soup: BeautifulSoup) -> None:
+    """A folded cell prints open, so its "Show code cell content" button is not printed; a titled
+    fold keeps its title, without the "Show" that only a button says."""
+    for summary in soup.select("details > summary"):
+        title = summary.get_text(" ", strip=True)
+        if re.fullmatch(r"(Show|Hide) code cell (content|source|outputs?)( Hide code cell \w+)?", title):
+            summary.decompose()
+            continue
+        for label in summary.find_all(string=re.compile(r"^\s*Show ")):
+            text = re.sub(r"^(\s*)Show (\w)", lambda m: m.group(1) + m.group(2).upper(), str(label))
+            label.replace_with(text)
+
+
+def full_web_addresses(soup: BeautifulSoup) -> None:
+    """A link whose text is a shortened address ("tensorflow/mesh", Sphinx's GitHub links) prints
+    its whole address (instead of layout.css's print rule, which adds it after the short one)."""
+    for link in soup.select("a.reference.external[href^='http']"):
+        text = link.get_text().strip()
+        if text and text != link["href"] and re.fullmatch(r"[\w.-]+(/[\w.#-]+)+/?", text):
+            link.string = link["href"]
+            link["class"] = [name for name in link.get("class", []) if name != "github"]
+
+
+def keep_small_boxes(soup: BeautifulSoup) -> None:
+    """``print-keep`` (not split across two pages) for a code cell or an output of at most
+    KEEP_LINES lines; a longer one may break, as a box kept whole moved to the next page left its
+    frame alone on the page before (11 such pages)."""
+    for box in soup.select("div.cell_input, div.cell_output > div.output"):
+        if box.find_parent("details") is not None:
+            continue
+        lines = sum(max(1, -(-len(line) // CODE_COLUMNS)) for pre in box.find_all("pre")
+                    for line in pre.get_text().splitlines())
+        lines += 12 * len(box.find_all("img")) + sum(len(table.find_all("tr")) for table in box.find_all("table"))
+        if lines <= KEEP_LINES:
+            box["class"] = box.get("class", []) + ["print-keep"]
+
+
+#: the tallest code cell or output kept on one page: about a third of an A4 page of code
+KEEP_LINES = 24
+
+
+def wrap_code(soup: BeautifulSoup) -> None:
+    """Break every code line longer than CODE_COLUMNS at that column, the rest on a new line with
+    a "↪" in the line's own indentation, inside Pygments' spans (which may hold several lines)."""
+    for pre in soup.select("article pre, div.cell pre"):
+        column, indent = 0, ""
+        for text in list(pre.find_all(string=True)):
+            if text.find_parent("span", class_="code-continued"):
+                continue
+            pieces, rest = [], str(text)
+            while rest:
+                newline = rest.find("\n")
+                line = rest if newline < 0 else rest[:newline + 1]
+                if column == 0:
+                    indent = re.match(r" *", line).group(0)
+                room = max(0, CODE_COLUMNS - column)  # 0: the line is full where this piece starts
+                body = line.rstrip("\n")
+                if len(body) > room and body[room:].strip():
+                    pieces.append(line[:room])
+                    pieces.append(None)  # the break
+                    rest = line[room:] + rest[len(line):]
+                    column = len(indent) + len(CONTINUED)
+                    continue
+                pieces.append(line)
+                rest = rest[len(line):]
+                column = 0 if line.endswith("\n") else column + len(line)
+            if None not in pieces:
+                continue
+            nodes = []
+            for piece in pieces:
+                if piece is None:
+                    mark = soup.new_tag("span", attrs={"class": "code-continued"})
+                    mark.string = CONTINUED
+                    nodes += [NavigableString("\n" + indent), mark]
+                elif piece:
+                    nodes.append(NavigableString(piece))
+            for node in nodes:
+                text.insert_before(node)
+            text.extract()
+
+
+def printable(page: pathlib.Path, numbers: dict[str, int] | None = None) -> tuple[pathlib.Path, list[Entry]]:
+    """The one-page book ready to print, with a title page, its table of contents and the PDF's
+    page style; and the contents. With ``numbers`` (anchor -> page), the second pass: the book up
+    to the end of its contents, with only their page numbers shown."""
     soup = BeautifulSoup(page.read_text(), "html.parser")
     # the parts' lists of pages (a chapter's list of section pages sits inside its page)
     wrappers = [wrapper for wrapper in soup.select("div.toctree-wrapper")
                 if wrapper.find_parent("div", class_="toctree-wrapper") is None]
     if not wrappers:
         raise SystemExit(f"tools/book_pdf.py: {page} holds no chapters (no toctree-wrapper)")
-    wrappers[0].insert_before(BeautifulSoup(contents(wrappers), "html.parser"))
+    unique_ids(soup)
+    entries = book_contents(wrappers)
+    wrappers[0].insert_before(BeautifulSoup(contents(entries), "html.parser"))
+    article = soup.select_one("article") or soup.body
+    first = article.find("section")
+    first.insert_before(BeautifulSoup(title_page(soup), "html.parser"))
+    internal_links(soup)
+    web_only_words(soup)
+    full_web_addresses(soup)
+    keep_small_boxes(soup)
+    wrap_code(soup)
     soup.head.append(BeautifulSoup(PDF_STYLE, "html.parser"))
     printed = page.with_name(PRINTED_PAGE)
+    if numbers is not None:
+        for number in soup.select("nav#book-contents .toc-page"):
+            number.string = str(numbers[number["data-anchor"]])
+        nav = soup.select_one("nav#book-contents")
+        for later in list(nav.find_all_next()):  # nothing after the contents: the pages before them stay as they were
+            if not later.find(id="book-contents") and later.find_parent(id="book-contents") is None \
+                    and later.name not in ("script", "style", "link") and later.parent is not None:
+                later.extract()
+        soup.head.append(BeautifulSoup(NUMBERS_STYLE, "html.parser"))
+        printed = page.with_name(NUMBERS_PAGE)
     printed.write_text(str(soup))
-    return printed
+    return printed, entries
 
 
 def print_to_pdf(page: pathlib.Path, out: pathlib.Path) -> None:
@@ -121,12 +366,70 @@ def print_to_pdf(page: pathlib.Path, out: pathlib.Path) -> None:
         result = subprocess.run(
             [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-             f"--user-data-dir={profile}", "--no-pdf-header-footer", "--generate-pdf-document-outline",
+             f"--user-data-dir={profile}", "--no-pdf-header-footer",
              # scripts (MathJax typesetting 2,000 formulas) run before the page is printed
              "--virtual-time-budget=120000", f"--print-to-pdf={out}", page.as_uri()],
             capture_output=True, text=True, timeout=1200)
     if result.returncode or not out.is_file():
         raise SystemExit(f"tools/book_pdf.py: Chromium printed no PDF: {result.stderr[-2000:]}")
+
+
+def anchor_pages(reader: pypdf.PdfReader) -> dict[str, int]:
+    """Each named destination's page, numbered from 1 as the pages' feet number them (Chromium
+    names a destination after the id of every element a link of the page jumps to)."""
+    return {name.lstrip("/"): reader.get_destination_page_number(destination) + 1
+            for name, destination in reader.named_destinations.items()}
+
+
+def finish(out: pathlib.Path, numbers_pdf: pathlib.Path, entries: list[Entry], pages: dict[str, int]) -> None:
+    """The first print with the contents' page numbers drawn over its front pages, the outline
+    built from the contents (titles as text), and the document's title and author. Written as an
+    incremental update: the 30-MB print is copied, not parsed and rewritten."""
+    numbers = pypdf.PdfReader(numbers_pdf)
+    writer = pypdf.PdfWriter(out, incremental=True)
+    if len(numbers.pages) > len(writer.pages):
+        raise SystemExit("tools/book_pdf.py: the contents' second pass is longer than the book")
+    for index, page in enumerate(numbers.pages):
+        writer.pages[index].merge_page(page)
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    writer.add_metadata({"/Title": config["title"], "/Author": config["author"], "/Subject": SUBTITLE,
+                         "/Creator": "tools/book_pdf.py (Jupyter Book, Chromium, pypdf)"})
+
+    def add(level: list[Entry], parent=None) -> None:
+        for item in level:
+            mark = writer.add_outline_item(item.text, pages[item.anchor] - 1, parent=parent)
+            add(item.children, mark)
+
+    writer.add_outline_item(config["title"], 0)
+    writer.add_outline_item("Contents", pages["book-contents"] - 1)
+    add(entries)
+    writer.page_mode = "/UseOutlines"
+    written = out.with_suffix(".tmp.pdf")
+    with written.open("wb") as stream:
+        writer.write(stream)
+    written.replace(out)
+
+
+def make_pdf(page: pathlib.Path, out: pathlib.Path) -> float:
+    """Print the book; read each contents entry's page from the print; print the front matter
+    again with those numbers and draw them over the first print; add the outline and metadata.
+    The seconds the second pass and the outline took."""
+    printed, entries = printable(page)
+    print_to_pdf(printed, out)
+    started = time.monotonic()
+    pages = anchor_pages(pypdf.PdfReader(out))
+    anchors = ["book-contents", *(item.anchor for level in entries for item in [level, *level.children])]
+    missing = [anchor for anchor in anchors if anchor not in pages]
+    if missing:
+        raise SystemExit(f"tools/book_pdf.py: the print has no page for the contents' entries {missing[:10]}")
+    numbers_page, _ = printable(page, numbers=pages)
+    numbers_pdf = out.with_name(out.stem + ".numbers.pdf")
+    print_to_pdf(numbers_page, numbers_pdf)
+    try:
+        finish(out, numbers_pdf, entries, pages)
+    finally:
+        numbers_pdf.unlink(missing_ok=True)
+    return time.monotonic() - started
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -143,9 +446,10 @@ def main(argv: list[str] | None = None) -> None:
     started = time.monotonic()
     page = build_single_page(args.jupyter_book, args.path_output.resolve(), fresh=not args.after_html_build)
     built = time.monotonic()
-    print_to_pdf(printable(page), args.out)
+    numbering = make_pdf(page, args.out)
     print(f"[tools/book_pdf.py] {args.out} written: one-page build {built - started:.0f} s, "
-          f"printing {time.monotonic() - built:.0f} s", flush=True)
+          f"printing {time.monotonic() - built - numbering:.0f} s, the contents' page numbers and "
+          f"the outline {numbering:.0f} s", flush=True)
 
 
 if __name__ == "__main__":
