@@ -542,7 +542,7 @@ def test_the_autograder_installs_the_pinned_commit(private):
     _, out, result = private
     url, _ = build.repository()
     commit = head_commit()
-    assert f"attnlib @ git+{url}@{commit}" in (result / "autograder" / "requirements.txt").read_text()
+    assert f"attnlib[book] @ git+{url}@{commit}" in (result / "autograder" / "requirements.txt").read_text()
     assert f"git+{url}@{commit}" in (result / "student" / STUDENTS[0] / f"{result.name}.ipynb").read_text()
     assert json.loads((out / "build.json").read_text())["commit"] == commit
     with zipfile.ZipFile(result / "autograder" / "autograder.zip") as bundle:
