@@ -16,6 +16,7 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import jupyter_edition  # noqa: E402
 import make  # noqa: E402
 
 #: what attnlib[book] installs; the library must neither install nor import any of them
@@ -77,14 +78,14 @@ def test_metadata_names_no_dependency_but_the_extras_and_describes_the_library(w
     assert metadata["License-Expression"] == "MIT AND PSF-2.0"
     assert set(metadata.get_all("License-File")) == {"LICENSE", "attnlib/book/data/NOTICE.txt"}
     urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL"))
-    repository = re.search(r"^repository:\n\s+url:\s*(\S+)", (ROOT / "_config.yml").read_text(), re.M).group(1)
-    assert urls["Source"] == urls["Homepage"] == repository
-    owner, name = repository.removeprefix("https://github.com/").split("/")
-    assert urls["Documentation"] == f"https://{owner}.github.io/{name}/"
+    settings = jupyter_edition.config()
+    assert urls["Source"] == urls["Homepage"] == settings["repository"]["url"]
+    assert urls["Documentation"] == jupyter_edition.book_url(settings)
     assert "Typing :: Typed" in metadata.get_all("Classifier")
     description = metadata.get_payload()
     assert description.strip() == (ROOT / "attnlib" / "README.md").read_text().strip()
     assert "make " not in description, "the library's description is not the book's README"
+    assert f"({jupyter_edition.book_url()}api.html)" in description, "it links the book's API reference"
 
 
 def test_the_package_readme_shows_the_books_readme_snippet():
