@@ -232,7 +232,7 @@ def install_source(ref: str) -> str:
         "# Installs attnlib (the version this assignment was written for) and otter-grader when they are\n"
         "# missing, as in Colab; torch is never installed or upgraded here.\n"
         "import importlib.util, subprocess, sys\n"
-        "missing = [spec for name, spec in [(\"attnlib\", \"attnlib @ git+" + url + "@" + ref + "\"),\n"
+        "missing = [spec for name, spec in [(\"attnlib\", \"attnlib[book] @ git+" + url + "@" + ref + "\"),\n"
         f"                                    (\"otter\", \"otter-grader=={OTTER_VERSION}\")]\n"
         "           if importlib.util.find_spec(name) is None]\n"
         "if missing:\n"
@@ -308,13 +308,14 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
 
 
 def requirements(ref: str) -> str:
-    """What the autograder's machine installs: attnlib does not list torch, so it is named here,
-    from PyTorch's CPU index (grading needs no GPU, and the CUDA build is gigabytes); torch, NumPy
-    and SymPy at the versions that computed and checked the answer key here."""
+    """What the autograder's machine installs: attnlib with its book extra (the checkers use NumPy and
+    SymPy); attnlib does not list torch, so it is named here, from PyTorch's CPU index (grading needs
+    no GPU, and the CUDA build is gigabytes); torch, NumPy and SymPy at the versions that computed
+    and checked the answer key here."""
     url, _ = repository()
     return (f"--extra-index-url https://download.pytorch.org/whl/cpu\ntorch=={torch.__version__.split('+')[0]}\n"
             f"numpy=={np.__version__}\nsympy=={sp.__version__}\n"
-            f"attnlib @ git+{url}@{ref}\notter-grader=={OTTER_VERSION}\n")
+            f"attnlib[book] @ git+{url}@{ref}\notter-grader=={OTTER_VERSION}\n")
 
 
 # otter merges this into the conda environment of its autograder

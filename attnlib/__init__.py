@@ -3,7 +3,12 @@
 ``scaled_dot_product_attention`` is a drop-in for
 ``torch.nn.functional.scaled_dot_product_attention`` with one contract and
 several paths behind it (``naive`` always; ``tiled`` and ``fused`` as the
-book builds them). ``import attnlib`` never needs Triton.
+book builds them). ``import attnlib`` never needs Triton, and the library needs
+nothing but torch. :func:`explain` and :func:`last_dispatch` say which path a call
+takes and why not the others; :class:`MultiHeadAttention` is a layer on top;
+``attnlib.masks``, ``attnlib.positions`` (RoPE, ALiBi), ``attnlib.checkpoints`` and
+``attnlib.integrations.transformers`` are imported by name. The book's own helpers
+(plots, exercises, stored results) are in ``attnlib.book``, with the ``book`` extra.
 """
 try:
     import torch  # noqa: F401

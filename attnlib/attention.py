@@ -64,9 +64,22 @@ def scaled_dot_product_attention(
     return dispatch.run(problem, backend)
 
 
-def explain(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-            enable_gqa=False, *, causal_alignment="top_left", softcap=None, window=None,
-            sinks=None, backend="auto") -> dispatch.Dispatch:
+def explain(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    causal_alignment: str = "top_left",
+    softcap: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
+    sinks: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> dispatch.Dispatch:
     """Which backend ``scaled_dot_product_attention`` would run with these arguments, and why."""
     problem = check_problem(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,

@@ -68,7 +68,8 @@ class MultiHeadAttention(nn.Module):
 
     .. math::
         O_h = \operatorname{softmax}\!\Big(\frac{Q_h K_g^\top}{\sqrt{d_k}\,T} + M\Big) V_g,
-        \qquad \text{out} = [O_0, \dots, O_{H-1}] W_o^\top + b_o .
+
+        \text{out} = [O_0, \dots, O_{H-1}] W_o^\top + b_o .
 
     Args:
         d_model: hidden width, divisible by ``n_heads``.

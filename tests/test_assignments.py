@@ -741,7 +741,7 @@ def test_the_autograder_installs_the_pinned_commit(private):
     url, _ = build.repository()
     commit = head_commit()
     requirements = (result / "autograder" / "requirements.txt").read_text()
-    assert f"attnlib @ git+{url}@{commit}" in requirements
+    assert f"attnlib[book] @ git+{url}@{commit}" in requirements
     for package, version in [("numpy", np.__version__), ("sympy", __import__("sympy").__version__)]:
         assert f"{package}=={version}\n" in requirements, "the grader computes with what checked the key"
     recorded = json.loads((out / "build.json").read_text())

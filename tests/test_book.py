@@ -213,7 +213,7 @@ def test_binder_runs_the_chapters_with_the_books_versions_and_without_its_tools(
     the book's build or test tools."""
     binder, book = pins(ROOT / "binder" / "requirements.txt"), pins(ROOT / "requirements.txt")
     lines = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
-    assert "-e ." in lines, "Binder must install attnlib from the checkout"
+    assert "-e .[book]" in lines, "Binder must install attnlib, with its book extra, from the checkout"
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lines, "Binder takes torch's CPU build"
     for name, specs in binder.items():
         assert book.get(name) == specs, f"binder pins {name}{specs}, requirements.txt {name}{book.get(name)}"

@@ -290,7 +290,8 @@ def test_the_launch_buttons_open_the_edition_on_the_branch_the_workflow_writes(e
         assert not jupyter_edition.leftovers(json.loads(on_the_branch(f"{page}.ipynb"))), page
     # Binder builds the branch's binder/: the book's environment, attnlib from the edition's commit
     requirements = on_the_branch("binder/requirements.txt").splitlines()
-    assert f"attnlib @ git+{url}@second" in requirements and "-e ." not in requirements, requirements
+    assert f"attnlib[book] @ git+{url}@second" in requirements and "-e .[book]" not in requirements, requirements
     source = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
-    assert [line for line in requirements if not line.startswith("attnlib @")] == [line for line in source if line != "-e ."]
+    assert ([line for line in requirements if not line.startswith("attnlib[book] @")]
+            == [line for line in source if line != "-e .[book]"])
     assert on_the_branch("binder/runtime.txt") == (ROOT / "binder" / "runtime.txt").read_text()

@@ -465,9 +465,9 @@ def write_binder_environment(folder: pathlib.Path, commit: str, settings: dict |
     (the branch holds only the notebooks)."""
     url = (settings or config())["repository"]["url"].rstrip("/")
     source = (ROOT / "binder" / "requirements.txt").read_text()
-    if source.splitlines().count("-e .") != 1:
-        raise ValueError("binder/requirements.txt should install attnlib from the checkout with one '-e .' line")
-    lines = [f"attnlib @ git+{url}@{commit}" if line == "-e ." else line for line in source.splitlines()]
+    if source.splitlines().count("-e .[book]") != 1:
+        raise ValueError("binder/requirements.txt should install attnlib from the checkout with one '-e .[book]' line")
+    lines = [f"attnlib[book] @ git+{url}@{commit}" if line == "-e .[book]" else line for line in source.splitlines()]
     shutil.copytree(ROOT / "binder", folder / "binder", dirs_exist_ok=True)  # runtime.txt and any other file
     (folder / "binder" / "requirements.txt").write_text("\n".join(lines) + "\n")
 

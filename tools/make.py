@@ -240,7 +240,7 @@ def create_venv(venv: Path, torch_source: str) -> None:
             install_cpu_torch(venv, version)
         say("installing requirements.txt (the chapters' pinned packages, the book's build and test tools)")
         pip(venv, "install", "-r", REQUIREMENTS)
-    pip(venv, "install", "--no-deps", "-e", ROOT)
+    pip(venv, "install", "--no-deps", "-e", f"{ROOT}[book]")  # the book extra's packages: pinned in requirements.txt
     install_checkpoints(venv)
     run(venv_file(venv, "python"), "-c", SUMMARY)
     stamp.write_text(wanted)

@@ -70,7 +70,7 @@ def autograder_requirements() -> str:
 
     url, _ = build.repository()
     text = build.requirements("main")
-    return re.sub(rf"attnlib @ git\+{re.escape(url)}@\S+", f"attnlib @ {ROOT.as_uri()}", text)
+    return re.sub(rf"attnlib\[book\] @ git\+{re.escape(url)}@\S+", f"attnlib[book] @ {ROOT.as_uri()}", text)
 
 
 def requirement_files() -> dict[str, str]:
@@ -96,13 +96,13 @@ def cases() -> list[Case]:
 
 def public_only(text: str) -> str:
     """The file as PyPI alone would serve it: extra index lines dropped (their packages must
-    also resolve from PyPI), and `-e .` pointed at this checkout."""
+    also resolve from PyPI), and `-e .[book]` pointed at this checkout."""
     kept = []
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith(("--extra-index-url", "--index-url", "--find-links", "-f ")):
             continue
-        kept.append(f"-e {ROOT}" if stripped == "-e ." else line)
+        kept.append(f"-e {ROOT}[book]" if stripped == "-e .[book]" else line)
     return "\n".join(kept) + "\n"
 
 

@@ -404,7 +404,8 @@ def _values_digest(sinks) -> int:
     """A 56-bit digest of the sinks' values (-2 for None), so that ranks can compare them."""
     if sinks is None:
         return -2
-    values = sinks.detach().to("cpu", torch.float64).contiguous().numpy().tobytes()
+    # struct, not Tensor.numpy(): the library runs without NumPy
+    values = struct.pack(f"<{sinks.numel()}d", *sinks.detach().to("cpu", torch.float64).flatten().tolist())
     return int.from_bytes(hashlib.blake2b(values, digest_size=7).digest(), "little")
 
 
