@@ -16,7 +16,11 @@ never heard of.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
+
+import torch
 
 from . import fused, naive, tiled
 from .problem import AttentionProblem
@@ -54,7 +58,9 @@ class Dispatch:
         return "\n".join(lines)
 
 
-_last: Dispatch | None = None
+#: Per thread and per asyncio task, as contextvars are: a thread starts with none.
+_last: contextvars.ContextVar[Dispatch | None] = contextvars.ContextVar("attnlib_last_dispatch", default=None)
+_logs: contextvars.ContextVar[tuple[list, ...]] = contextvars.ContextVar("attnlib_dispatch_logs", default=())
 
 
 def choose(problem: AttentionProblem, requested: str) -> Dispatch:
@@ -83,13 +89,48 @@ def choose(problem: AttentionProblem, requested: str) -> Dispatch:
 
 def run(problem: AttentionProblem, requested: str):
     """Run ``problem`` on the chosen backend and remember the choice."""
-    global _last
     dispatch = choose(problem, requested)
     output = BACKENDS[dispatch.backend].forward(problem)
-    _last = dispatch
+    _remember(dispatch)
     return output
 
 
+def _remember(dispatch: Dispatch) -> None:
+    # A compiled graph carries no Python side effects, and contextvars would break it in two:
+    # calls inside torch.compile are not recorded (explain() says what they run).
+    if torch.compiler.is_compiling():
+        return
+    _last.set(dispatch)
+    for log in _logs.get():
+        log.append(dispatch)
+
+
 def last_dispatch() -> Dispatch | None:
-    """The :class:`Dispatch` of the most recent ``scaled_dot_product_attention`` call."""
-    return _last
+    """The :class:`Dispatch` of the most recent ``scaled_dot_product_attention`` call in this
+    thread (or asyncio task): which backend ran, and why each other one did not.
+
+    None before the first call. Calls in other threads do not change it; to see every call
+    of a block (each layer of a model), use :func:`record_dispatches`. Calls inside a
+    ``torch.compile``'d function are not recorded: the compiled code runs without Python
+    side effects; :func:`attnlib.explain` with the same arguments says which path it takes.
+    """
+    return _last.get()
+
+
+@contextlib.contextmanager
+def record_dispatches():
+    """Record the :class:`Dispatch` of every ``scaled_dot_product_attention`` call in a block::
+
+        with attnlib.record_dispatches() as log:
+            model(tokens)
+        print(len(log), {d.backend for d in log})
+
+    ``log`` is a list that grows by one entry per call, in order, made in this thread (or
+    asyncio task) while the block runs; blocks may nest, and each records the calls inside it.
+    """
+    log: list[Dispatch] = []
+    token = _logs.set((*_logs.get(), log))
+    try:
+        yield log
+    finally:
+        _logs.reset(token)

@@ -423,29 +423,34 @@ def _for_each_block(work, starts: range, device: torch.device) -> None:
     several cores, each core takes whole blocks in a thread of its own while
     torch runs every operation on one core: the cores then never wait for
     each other inside the many small operations of a tile (on a machine busy
-    with other work, such waits stall every operation). torch's thread count is
-    process-wide, so it is 1 during the call and restored afterwards. With
-    one core or one block, on other devices, or while a torch dispatch mode
-    watches the operations (modes are per thread; see
-    :mod:`attnlib.intermediates`), the blocks run in order in this thread.
+    with other work, such waits stall every operation). Each worker thread sets
+    its own torch thread count to 1, so the caller's count never changes; torch
+    keeps one default for threads that have not yet run an operation, which is 1
+    while the workers run (a thread whose first operation falls in that moment
+    keeps 1) and the caller's again when they end. With one core or one block,
+    on other devices, under ``torch.compile`` (which traces the blocks as one
+    graph), or while a torch dispatch mode watches the operations (modes are per
+    thread; see :mod:`attnlib.intermediates`), the blocks run in order in this thread.
     """
-    cores = torch.get_num_threads()
-    watched = torch._C._len_torch_dispatch_stack() > 0
-    if device.type != "cpu" or cores == 1 or len(starts) <= 1 or watched:
+    if torch.compiler.is_compiling() or device.type != "cpu" or len(starts) <= 1:
+        cores = 1
+    else:
+        cores = torch.get_num_threads()
+    if cores == 1 or torch._C._len_torch_dispatch_stack() > 0:
         for i0 in starts:
             work(i0)
         return
 
-    def work_without_grad(i0):  # grad mode is per thread too
-        with torch.no_grad():
-            work(i0)
+    def work_in_one_thread(i0):  # grad mode and the OpenMP thread count are per thread
+        torch.set_num_threads(1)
+        try:
+            with torch.no_grad():
+                work(i0)
+        finally:
+            torch.set_num_threads(cores)  # torch's default for new threads back to the caller's
 
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(max_workers=min(cores, len(starts))) as pool:
-            list(pool.map(work_without_grad, starts))
-    finally:
-        torch.set_num_threads(cores)
+    with ThreadPoolExecutor(max_workers=min(cores, len(starts))) as pool:
+        list(pool.map(work_in_one_thread, starts))
 
 
 def _forward(tiles: _Tiles, block_q: int, block_k: int):
@@ -576,7 +581,8 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int,
             grad_key[rows, j0:j1] = dk.mul_(tiles.scale)
             grad_value[rows, j0:j1] = dv
 
-    heads_per_part = -(-tiles.rows // torch.get_num_threads())  # one per core
+    cores = 1 if torch.compiler.is_compiling() else torch.get_num_threads()
+    heads_per_part = -(-tiles.rows // cores)  # one part per core
     parts = range(0, tiles.rows, heads_per_part)
     _for_each_block(gradients_of_heads, parts, device)
     return grad_query.mul_(tiles.scale), grad_key, grad_value
