@@ -51,6 +51,7 @@ head's key block once.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import numbers
 from concurrent.futures import ThreadPoolExecutor
@@ -608,46 +609,118 @@ def gradients_from_lse(problem: AttentionProblem, output, lse, grad_output, grad
     return tuple(gradient.reshape(x.shape) for gradient, x in zip(gradients, inputs))
 
 
+def _batch_first(x, dim, size: int, ndim: int):
+    """A vmapped tensor as one more leading batch axis: ``x``'s vmapped axis ``dim`` first
+    (an unmapped ``x`` expanded, a view), then singleton axes up to ``ndim`` axes per element.
+
+    attnlib's paths take any number of leading batch axes, so vmap over one becomes a batch.
+    """
+    if x is None:
+        return None
+    x = x.expand(size, *x.shape) if dim is None else x.movedim(dim, 0)
+    return x[(slice(None),) + (None,) * (ndim - (x.ndim - 1))]
+
+
+def _vmapped_problem(problem: AttentionProblem, info, in_dims, query, key, value, mask):
+    """The problem of a vmapped call, each input with the vmapped axis as a leading batch axis.
+
+    Inputs without a head axis (2-D per element) get one, so the new axis is a batch axis.
+    """
+    if problem.sinks is not None and isinstance(problem.sinks, torch.Tensor) and in_dims[3] is not None:
+        raise ValueError("vmap over sinks is not supported: sinks (Hq,) are shared by every batch element")
+    ndim = max(query.ndim - (in_dims[0] is not None), 3)
+    query, key, value = (_batch_first(x, d, info.batch_size, ndim)
+                         for x, d in zip((query, key, value), in_dims[:3]))
+    if mask is not None:
+        mask = _batch_first(mask, in_dims[4], info.batch_size, ndim)
+    return dataclasses.replace(problem, query=query, key=key, value=value, attn_mask=mask)
+
+
 class TiledAttentionFunction(torch.autograd.Function):
     """Tiled attention as one autograd node that saves only ``O`` and ``lse``.
 
-    ``apply(query, key, value, sinks, problem, block_q, block_k)`` returns the
-    output ``(..., Hq, L, Ev)`` in the input dtype and the log-sum-exp
-    ``(..., Hq, L)`` in the compute dtype; both are differentiable.
-    ``sinks`` is ``problem.sinks`` (or None), an input of its own so that it
-    gets a gradient.
+    ``apply(query, key, value, sinks, attn_mask, problem, block_q, block_k)``
+    returns the output ``(..., Hq, L, Ev)`` in the input dtype, the
+    log-sum-exp ``(..., Hq, L)`` in the compute dtype (both differentiable)
+    and, for fp16/bf16 inputs, the output in the compute dtype, which the
+    backward pass reads (else None). ``sinks`` and ``attn_mask`` are
+    ``problem``'s, inputs of their own so that the sinks get a gradient and
+    torch.func sees every tensor. It has ``setup_context`` and a vmap rule
+    (the vmapped axis becomes a batch axis), so ``torch.func.grad``, ``vmap``,
+    ``jacrev`` and ``jacfwd``-free compositions of them work as autograd does.
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, sinks, problem, block_q, block_k):
+    def forward(query, key, value, sinks, attn_mask, problem, block_q, block_k):
         tiles = _Tiles(problem, query, key, value)
         output, lse = _forward(tiles, block_q, block_k)
-        ctx.save_for_backward(query, key, value, output, lse)
-        ctx.problem, ctx.blocks = problem, (block_q, block_k)
-        result = tiles.unstack(output, output.shape[-1]).to(query.dtype)
-        return result, tiles.unstack(lse, None)
+        output = tiles.unstack(output, output.shape[-1])
+        result = output.to(query.dtype)
+        return result, tiles.unstack(lse, None), (output if result is not output else None)
 
     @staticmethod
-    def backward(ctx, grad_result, grad_lse):
-        query, key, value, output, lse = ctx.saved_tensors
-        tiles = _Tiles(ctx.problem, query, key, value)
-        grad_output = grad_result.reshape(output.shape)
-        grad_lse = grad_lse.reshape(lse.shape)
-        grad_query, grad_key, grad_value = _backward(
-            tiles, output, lse, grad_output, grad_lse, *ctx.blocks
-        )
+    def setup_context(ctx, inputs, outputs):
+        query, key, value, _, attn_mask, problem, block_q, block_k = inputs
+        result, lse, output = outputs
+        if output is not None:
+            ctx.mark_non_differentiable(output)
+        ctx.save_for_backward(query, key, value, attn_mask, result if output is None else output, lse)
+        ctx.problem, ctx.blocks = problem, (block_q, block_k)
+
+    @staticmethod
+    def backward(ctx, grad_result, grad_lse, _):
+        query, key, value, attn_mask, output, lse = ctx.saved_tensors
+        grad_query, grad_key, grad_value = TiledGradientsFunction.apply(
+            query, key, value, attn_mask, output, lse, grad_result, grad_lse, ctx.problem, *ctx.blocks)
         grad_sinks = None
         if ctx.needs_input_grad[3]:
-            grad_sinks = sink_gradient(ctx.problem.sinks, output, lse, grad_output, grad_lse)
-        return (
-            grad_query.reshape(query.shape).to(query.dtype),
-            grad_key.reshape(key.shape).to(key.dtype),
-            grad_value.reshape(value.shape).to(value.dtype),
-            grad_sinks,
-            None,
-            None,
-            None,
-        )
+            grad_sinks = sink_gradient(ctx.problem.sinks, output, lse, grad_result, grad_lse)
+        return grad_query, grad_key, grad_value, grad_sinks, None, None, None, None
+
+    @staticmethod
+    def vmap(info, in_dims, query, key, value, sinks, attn_mask, problem, block_q, block_k):
+        batched = _vmapped_problem(problem, info, in_dims, query, key, value, attn_mask)
+        result, lse, output = TiledAttentionFunction.apply(
+            batched.query, batched.key, batched.value, sinks, batched.attn_mask, batched, block_q, block_k)
+        size = info.batch_size
+        shape, lse_shape = (size, *problem.output_shape), (size, *problem.query.shape[:-1])
+        output = None if output is None else output.reshape(shape)
+        return (result.reshape(shape), lse.reshape(lse_shape), output), (0, 0, None if output is None else 0)
+
+
+class TiledGradientsFunction(torch.autograd.Function):
+    """The tiled backward pass, ``(dQ, dK, dV)`` in the inputs' dtypes, as a node of its own
+    with a vmap rule, so that ``torch.func.jacrev`` (vmap over the backward) works; it has
+    no derivative of its own (no second derivatives)."""
+
+    @staticmethod
+    def forward(query, key, value, attn_mask, output, lse, grad_output, grad_lse, problem, block_q, block_k):
+        problem = dataclasses.replace(problem, query=query, key=key, value=value, attn_mask=attn_mask)
+        gradients = gradients_from_lse(problem, output, lse, grad_output, grad_lse, block_q, block_k)
+        return tuple(g.to(x.dtype) for g, x in zip(gradients, (query, key, value)))
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("the tiled path has no second derivatives; use backend='naive' for them")
+
+    @staticmethod
+    def vmap(info, in_dims, query, key, value, attn_mask, output, lse, grad_output, grad_lse, problem,
+             block_q, block_k):
+        batched = _vmapped_problem(problem, info, (*in_dims[:3], None, in_dims[3]), query, key, value,
+                                   attn_mask)
+        ndim = batched.query.ndim - 1
+        output, grad_output = (_batch_first(x, d, info.batch_size, ndim)
+                               for x, d in ((output, in_dims[4]), (grad_output, in_dims[6])))
+        lse, grad_lse = (_batch_first(x, d, info.batch_size, ndim - 1)
+                         for x, d in ((lse, in_dims[5]), (grad_lse, in_dims[7])))
+        gradients = TiledGradientsFunction.apply(batched.query, batched.key, batched.value, batched.attn_mask,
+                                                 output, lse, grad_output, grad_lse, batched, block_q, block_k)
+        logical = (problem.query, problem.key, problem.value)
+        return tuple(g.reshape(info.batch_size, *x.shape) for g, x in zip(gradients, logical)), (0, 0, 0)
 
 
 def attention(
@@ -688,15 +761,16 @@ def attention(
     why_not = unsupported_reason(problem)
     if why_not is not None:
         raise ValueError(f"attn_mask: {why_not}")
-    output, lse = TiledAttentionFunction.apply(query, key, value, problem.sinks, problem, block_q, block_k)
+    output, lse, _ = TiledAttentionFunction.apply(query, key, value, problem.sinks, problem.attn_mask, problem,
+                                                  block_q, block_k)
     return (output, lse) if return_lse else output
 
 
 def forward(problem: AttentionProblem) -> torch.Tensor:
     """The dispatcher's entry: the tiled output with the default block sizes."""
-    output, _ = TiledAttentionFunction.apply(
-        problem.query, problem.key, problem.value, problem.sinks, problem, DEFAULT_BLOCK_Q,
-        DEFAULT_BLOCK_K,
+    output, _, _ = TiledAttentionFunction.apply(
+        problem.query, problem.key, problem.value, problem.sinks, problem.attn_mask, problem,
+        DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K,
     )
     return output
 
