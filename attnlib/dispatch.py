@@ -5,7 +5,10 @@ Each backend is a module with ``NAME``, ``unsupported_reason(problem)``
 ``forward(problem)``. ``backend="auto"`` tries them in ``AUTO_ORDER`` and
 takes the first that accepts; a backend may also define
 ``auto_declines(problem)``, a reason consulted by auto only (e.g. tiled
-leaves small problems to naive). A named backend that cannot take the call
+leaves small problems to naive), and ``auto_prefers(problem)``, the reason
+auto gives the paths after it when it takes this one for a measured cause
+(e.g. tiled for short queries against many keys, from
+``benchmarks/decode_dispatch.py``). A named backend that cannot take the call
 raises with its reason instead of quietly running another path.
 
 Keywords added to the contract after a backend was written (``softcap``,
@@ -81,7 +84,9 @@ def choose(problem: AttentionProblem, requested: str) -> Dispatch:
         if why_not is None and hasattr(BACKENDS[name], "auto_declines"):
             why_not = BACKENDS[name].auto_declines(problem)
         if why_not is None:
-            later = {n: f"{name!r} came first in auto's order" for n in AUTO_ORDER if n != name and n not in passed_over}
+            why_first = getattr(BACKENDS[name], "auto_prefers", lambda problem: None)(problem)
+            why_first = why_first or f"{name!r} came first in auto's order"
+            later = {n: why_first for n in AUTO_ORDER if n != name and n not in passed_over}
             return Dispatch(requested, name, {**passed_over, **later})
         passed_over[name] = why_not
     raise AssertionError("the naive backend accepts every checked call")

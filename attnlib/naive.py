@@ -55,7 +55,22 @@ def _hide_unseen(x: torch.Tensor, allowed: torch.Tensor | None, group_size: int)
     if group_size > 1 and seen_by_some_query.ndim >= 2 and seen_by_some_query.shape[-2] > 1:
         heads = seen_by_some_query.shape[-2]
         seen_by_some_query = seen_by_some_query.unflatten(-2, (heads // group_size, group_size)).any(dim=-2)
+    if not _may_hold_non_finite(x, ~seen_by_some_query):
+        return x
     return torch.where(seen_by_some_query.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
+def _may_hold_non_finite(x: torch.Tensor, hidden: torch.Tensor) -> bool:
+    """False only when the ``hidden`` rows of ``x`` surely hold no NaN or inf.
+
+    Checked on the CPU, where reading those rows (padding: a few) is far cheaper than
+    zeroing a copy of ``x``; a NaN or inf makes their sum NaN or inf, and so may an
+    overflow (then the rows are zeroed anyway). Elsewhere, and while torch.compile
+    traces, it answers True: the check would wait for the device or break the graph.
+    """
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
+        return True
+    return not bool(torch.isfinite(x[hidden.expand(x.shape[:-1])].sum()))
 
 
 def soft_cap(scores: torch.Tensor, softcap: float | None) -> torch.Tensor:
@@ -75,7 +90,11 @@ def masked_scaled_scores(problem: AttentionProblem, allowed: torch.Tensor | None
     """
     dtype, group = problem.compute_dtype, problem.group_size
     query = _rows_per_kv_head(problem.query.to(dtype), group)
-    key = _hide_unseen(problem.key.to(dtype), allowed, group)
+    key = problem.key.to(dtype)
+    # A NaN in a hidden key makes only hidden scores NaN, which the mask then sets to -inf;
+    # it reaches a result only through the query's gradient, dS @ K.
+    if torch.is_grad_enabled() and problem.query.requires_grad:
+        key = _hide_unseen(key, allowed, group)
     scores = (query @ key.transpose(-2, -1)).view(*problem.query.shape[:-1], problem.key_len)
     scores = soft_cap(scores * problem.scale, problem.softcap)
     bias = score_bias(problem)

@@ -80,6 +80,18 @@ DEFAULT_BLOCK_K = 512
 #: margins are small and vary from run to run
 #: (``benchmarks/tiled_vs_torch.py`` times both, from 64 x 64 to 1024 x 1024).
 AUTO_MIN_SCORES_PER_HEAD = 512 * 512
+#: Below that size, short queries against many keys (decoding: L = 1 to 16 new
+#: tokens against a KV cache of up to 32k keys) are still the tiled path's when
+#: ``benchmarks/decode_dispatch.py`` measured it faster than naive
+#: (``attnlib/results/decode_dispatch.json``): from ``DECODE_MIN_KEYS`` keys with
+#: at least ``DECODE_MIN_QUERIES`` queries, or from ``DECODE_MIN_KEYS_STACKED``
+#: keys when the query heads sharing a key/value head stack at least
+#: ``DECODE_MIN_STACKED_ROWS`` rows (``G * L``). Below, the naive path does less:
+#: a query's few scores per key cost less than the tiled path's many small
+#: operations per key block. (L = 1 stays on naive: its two matrix products
+#: read each key and value once, and it came within 1.5x of torch's kernel.)
+DECODE_MIN_KEYS, DECODE_MIN_QUERIES = 16384, 4
+DECODE_MIN_KEYS_STACKED, DECODE_MIN_STACKED_ROWS = 4096, 64
 #: log2(e), so that e^x = 2^(x log2 e) (see _exp_)
 LOG2_E = math.log2(math.e)
 
@@ -115,10 +127,28 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
     return None
 
 
+def auto_prefers(problem: AttentionProblem) -> str | None:
+    """Why ``backend="auto"`` takes tiled for a problem below ``AUTO_MIN_SCORES_PER_HEAD``
+    (short queries against many keys, as measured), or None."""
+    query_len, key_len = problem.query_len, problem.key_len
+    stacked = problem.group_size * query_len
+    if query_len * key_len >= AUTO_MIN_SCORES_PER_HEAD:
+        return None
+    if query_len >= DECODE_MIN_QUERIES and key_len >= DECODE_MIN_KEYS:
+        rule = f"L >= {DECODE_MIN_QUERIES} queries against S >= {DECODE_MIN_KEYS} keys"
+    elif stacked >= DECODE_MIN_STACKED_ROWS and key_len >= DECODE_MIN_KEYS_STACKED:
+        rule = (f"G x L >= {DECODE_MIN_STACKED_ROWS} stacked query rows against "
+                f"S >= {DECODE_MIN_KEYS_STACKED} keys")
+    else:
+        return None
+    return (f"auto takes tiled for {rule} (L={query_len}, S={key_len}, G={problem.group_size}): "
+            "faster than naive in benchmarks/decode_dispatch.py")
+
+
 def auto_declines(problem: AttentionProblem) -> str | None:
     """Why ``backend="auto"`` should not pick tiled although it could (None: pick it)."""
     scores = problem.query_len * problem.key_len
-    if scores < AUTO_MIN_SCORES_PER_HEAD:
+    if scores < AUTO_MIN_SCORES_PER_HEAD and auto_prefers(problem) is None:
         return (
             f"L x S = {scores} scores per head is below {AUTO_MIN_SCORES_PER_HEAD}; "
             "auto leaves small problems to naive"

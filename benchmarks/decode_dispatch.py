@@ -2,6 +2,7 @@
 
     python benchmarks/decode_dispatch.py           # the full grid (a few minutes on 2 cores); stored
     python benchmarks/decode_dispatch.py --quick   # L = 1, S = 4096 and 32768 only; not stored
+    python benchmarks/decode_dispatch.py --threads 1   # one thread, timed by its CPU time; stored
 
 A decoding step asks attention for few queries (L = 1 to 16: one new token, or a
 few drafted ones) against a long KV cache (S up to 32k), with grouped-query heads
@@ -19,6 +20,10 @@ seconds`` (lower is better; 1.0 is parity) is taken within the same run. It
 also prints what ``backend="auto"`` picks for the case and that path's ratio.
 The full run writes ``attnlib/results/decode_dispatch.json`` with the machine,
 the versions, the commit and the date; ``attnlib.tiled.auto_declines`` follows it.
+
+With ``--threads 1`` every method runs on one thread and is timed by that
+thread's CPU time (``time.thread_time``), which other processes on a busy
+shared machine inflate far less than wall time; otherwise by wall time.
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ RESULTS = pathlib.Path(attnlib.__file__).resolve().parent / "results" / "decode_
 QUERY_HEADS, WIDTH = 32, 64
 KV_HEADS = {"GQA 32:8": 8, "MQA 32:1": 1}
 QUERY_LENGTHS = (1, 4, 16)
-KEY_LENGTHS = (512, 2048, 4096, 8192, 32768)
+KEY_LENGTHS = (1024, 4096, 16384, 32768)
 #: label -> (batch, with a padding mask)
 BATCHES = {"B=1": (1, False), "B=4 + padding": (4, True)}
 METHODS = ("naive", "tiled", "torch")
@@ -65,16 +70,16 @@ def call(method: str, query, key, value, mask):
                                                 backend=method)
 
 
-def time_case(arguments, rounds: int) -> dict[str, float]:
+def time_case(arguments, rounds: int, clock) -> dict[str, float]:
     """Median seconds of each method, the methods taking turns (after one warm-up round)."""
     times = {method: [] for method in METHODS}
     for round_ in range(rounds + 1):
         order = METHODS[round_ % 3:] + METHODS[:round_ % 3]
         for method in order:
-            start = time.perf_counter()
+            start = clock()
             call(method, *arguments)
             if round_:
-                times[method].append(time.perf_counter() - start)
+                times[method].append(clock() - start)
     return {method: statistics.median(values) for method, values in times.items()}
 
 
@@ -86,7 +91,7 @@ def commit() -> str:
     return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def run(query_lengths, key_lengths, rounds: int) -> list[dict]:
+def run(query_lengths, key_lengths, rounds: int, clock) -> list[dict]:
     rows = []
     print(f"{'case':<30} {'torch ms':>9} {'naive':>7} {'tiled':>7}  auto", flush=True)
     for label, (batch, padded) in BATCHES.items():
@@ -95,7 +100,7 @@ def run(query_lengths, key_lengths, rounds: int) -> list[dict]:
                 for key_len in key_lengths:
                     arguments = inputs(batch, padded, query_len, key_len, kv_heads)
                     with torch.no_grad():
-                        seconds = time_case(arguments, rounds)
+                        seconds = time_case(arguments, rounds, clock)
                         query, key, value, mask = arguments
                         auto = attnlib.explain(query, key, value, mask, enable_gqa=True)
                     ratios = {m: seconds[m] / seconds["torch"] for m in ("naive", "tiled")}
@@ -113,14 +118,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="L = 1, S = 4096 and 32768; not stored")
     parser.add_argument("--rounds", type=int, default=7, help="timed calls of each method per case")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (1: timed by CPU time)")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    clock = time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
     about = machine()
+    about["clock"] = clock.__name__
     print(f"{about['cpu']}, {about['torch_threads']} threads, torch {about['torch']}, "
           f"load average {about['load_average_1min']}", flush=True)
     if args.quick:
-        run((1,), (4096, 32768), args.rounds)
+        run((1,), (4096, 32768), args.rounds, clock)
         return
-    rows = run(QUERY_LENGTHS, KEY_LENGTHS, args.rounds)
+    rows = run(QUERY_LENGTHS, KEY_LENGTHS, args.rounds, clock)
     about["load_average_1min_after"] = round(__import__("os").getloadavg()[0], 2)
     about["commit"] = commit()
     RESULTS.write_text(json.dumps({"machine": about, "query_heads": QUERY_HEADS, "head_dim": WIDTH,
