@@ -66,9 +66,10 @@ def _may_hold_non_finite(x: torch.Tensor, hidden: torch.Tensor) -> bool:
     Checked on the CPU, where reading those rows (padding: a few) is far cheaper than
     zeroing a copy of ``x``; a NaN or inf makes their sum NaN or inf, and so may an
     overflow (then the rows are zeroed anyway). Elsewhere, and while torch.compile
-    traces, it answers True: the check would wait for the device or break the graph.
+    traces, or under a torch.func transform, it answers True: the check would wait for the
+    device, break the graph, or branch on a value vmap cannot branch on.
     """
-    if x.device.type != "cpu" or torch.compiler.is_compiling():
+    if x.device.type != "cpu" or torch.compiler.is_compiling() or torch._C._functorch.is_functorch_wrapped_tensor(x):
         return True
     return not bool(torch.isfinite(x[hidden.expand(x.shape[:-1])].sum()))
 

@@ -60,6 +60,7 @@ import torch
 
 from .masks import window_mask
 from .problem import AttentionProblem, check_problem
+from .vmap_rules import batch_first, vmapped_problem
 
 NAME = "tiled"
 SUPPORTS_SOFTCAP = True
@@ -639,33 +640,6 @@ def gradients_from_lse(problem: AttentionProblem, output, lse, grad_output, grad
     return tuple(gradient.reshape(x.shape) for gradient, x in zip(gradients, inputs))
 
 
-def _batch_first(x, dim, size: int, ndim: int):
-    """A vmapped tensor as one more leading batch axis: ``x``'s vmapped axis ``dim`` first
-    (an unmapped ``x`` expanded, a view), then singleton axes up to ``ndim`` axes per element.
-
-    attnlib's paths take any number of leading batch axes, so vmap over one becomes a batch.
-    """
-    if x is None:
-        return None
-    x = x.expand(size, *x.shape) if dim is None else x.movedim(dim, 0)
-    return x[(slice(None),) + (None,) * (ndim - (x.ndim - 1))]
-
-
-def _vmapped_problem(problem: AttentionProblem, info, in_dims, query, key, value, mask):
-    """The problem of a vmapped call, each input with the vmapped axis as a leading batch axis.
-
-    Inputs without a head axis (2-D per element) get one, so the new axis is a batch axis.
-    """
-    if problem.sinks is not None and isinstance(problem.sinks, torch.Tensor) and in_dims[3] is not None:
-        raise ValueError("vmap over sinks is not supported: sinks (Hq,) are shared by every batch element")
-    ndim = max(query.ndim - (in_dims[0] is not None), 3)
-    query, key, value = (_batch_first(x, d, info.batch_size, ndim)
-                         for x, d in zip((query, key, value), in_dims[:3]))
-    if mask is not None:
-        mask = _batch_first(mask, in_dims[4], info.batch_size, ndim)
-    return dataclasses.replace(problem, query=query, key=key, value=value, attn_mask=mask)
-
-
 class TiledAttentionFunction(torch.autograd.Function):
     """Tiled attention as one autograd node that saves only ``O`` and ``lse``.
 
@@ -709,7 +683,7 @@ class TiledAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def vmap(info, in_dims, query, key, value, sinks, attn_mask, problem, block_q, block_k):
-        batched = _vmapped_problem(problem, info, in_dims, query, key, value, attn_mask)
+        batched = vmapped_problem(problem, info, in_dims, query, key, value, attn_mask)
         result, lse, output = TiledAttentionFunction.apply(
             batched.query, batched.key, batched.value, sinks, batched.attn_mask, batched, block_q, block_k)
         size = info.batch_size
@@ -740,12 +714,12 @@ class TiledGradientsFunction(torch.autograd.Function):
     @staticmethod
     def vmap(info, in_dims, query, key, value, attn_mask, output, lse, grad_output, grad_lse, problem,
              block_q, block_k):
-        batched = _vmapped_problem(problem, info, (*in_dims[:3], None, in_dims[3]), query, key, value,
+        batched = vmapped_problem(problem, info, (*in_dims[:3], None, in_dims[3]), query, key, value,
                                    attn_mask)
         ndim = batched.query.ndim - 1
-        output, grad_output = (_batch_first(x, d, info.batch_size, ndim)
+        output, grad_output = (batch_first(x, d, info.batch_size, ndim)
                                for x, d in ((output, in_dims[4]), (grad_output, in_dims[6])))
-        lse, grad_lse = (_batch_first(x, d, info.batch_size, ndim - 1)
+        lse, grad_lse = (batch_first(x, d, info.batch_size, ndim - 1)
                          for x, d in ((lse, in_dims[5]), (grad_lse, in_dims[7])))
         gradients = TiledGradientsFunction.apply(batched.query, batched.key, batched.value, batched.attn_mask,
                                                  output, lse, grad_output, grad_lse, batched, block_q, block_k)

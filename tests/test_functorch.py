@@ -117,3 +117,34 @@ def test_second_derivatives_are_refused_by_name():
     q, k, v, mask = inputs()
     with pytest.raises(RuntimeError, match="the tiled path has no second derivatives; use backend='naive'"):
         grad(lambda q: grad(lambda q: attention("tiled")(q, k, v, mask).sin().sum())(q).sum())(q)
+
+
+@pytest.mark.skipif(not __import__("attnlib").fused.triton_installed(), reason="Triton is not installed")
+def test_the_fused_kernels_in_the_interpreter_transform_as_the_naive_path_does():
+    """A process of its own: Triton decides at its first import whether it interprets."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import torch, attnlib
+        from torch.func import vmap, grad, jacrev
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(2, 2, 16, 16, generator=g)
+        k, v = (torch.randn(2, 2, 24, 16, generator=g) for _ in range(2))
+        results = {}
+        for backend in ("naive", "fused"):
+            f = lambda q, k, v: attnlib.scaled_dot_product_attention(q, k, v, is_causal=True, backend=backend)
+            results[backend] = (
+                vmap(f)(q, k, v),
+                *grad(lambda q, k, v: f(q, k, v).sin().sum(), argnums=(0, 1, 2))(q, k, v),
+                jacrev(lambda k: f(q[:1], k, v[:1]).sum(dim=(-1, -2)))(k[:1]),
+            )
+        for got, expected in zip(results["fused"], results["naive"]):
+            torch.testing.assert_close(got, expected, atol=2e-5, rtol=2e-5)
+        print("ok")
+    """)
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
