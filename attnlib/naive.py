@@ -55,12 +55,12 @@ def _hide_unseen(x: torch.Tensor, allowed: torch.Tensor | None, group_size: int)
     if group_size > 1 and seen_by_some_query.ndim >= 2 and seen_by_some_query.shape[-2] > 1:
         heads = seen_by_some_query.shape[-2]
         seen_by_some_query = seen_by_some_query.unflatten(-2, (heads // group_size, group_size)).any(dim=-2)
-    if not _may_hold_non_finite(x, ~seen_by_some_query):
+    if not may_hold_non_finite(x, ~seen_by_some_query):
         return x
     return torch.where(seen_by_some_query.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
-def _may_hold_non_finite(x: torch.Tensor, hidden: torch.Tensor) -> bool:
+def may_hold_non_finite(x: torch.Tensor, hidden: torch.Tensor) -> bool:
     """False only when the ``hidden`` rows of ``x`` surely hold no NaN or inf.
 
     Checked on the CPU, where reading those rows (padding: a few) is far cheaper than

@@ -59,6 +59,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from .masks import window_mask
+from .naive import may_hold_non_finite
 from .problem import AttentionProblem, check_problem
 from .vmap_rules import batch_first, vmapped_problem
 
@@ -221,10 +222,10 @@ class _Tiles:
         """``x (N, S, width)`` in the compute dtype, rows no query may see zeroed so NaN padding stays out.
 
         The caller's tensor itself (no copy) when it is already in the compute
-        dtype and there is no mask.
+        dtype and there is no mask, or the rows no query sees hold no NaN or inf.
         """
         x = x.to(self.dtype)
-        if self.key_seen is None:
+        if self.key_seen is None or not may_hold_non_finite(x, ~self.key_seen[..., 0]):
             return x
         return torch.where(self.key_seen, x, torch.zeros((), dtype=self.dtype, device=x.device))
 
