@@ -85,7 +85,7 @@ AUTO_MIN_SCORES_PER_HEAD = 512 * 512
 #: Below that size, short queries against many keys (decoding: L = 1 to 16 new
 #: tokens against a KV cache of up to 32k keys) are still the tiled path's when
 #: ``benchmarks/decode_dispatch.py`` measured it faster than naive
-#: (``attnlib/results/decode_dispatch.json``): from ``DECODE_MIN_KEYS`` keys with
+#: (``attnlib/book/results/decode_dispatch.json``): from ``DECODE_MIN_KEYS`` keys with
 #: at least ``DECODE_MIN_QUERIES`` queries, or from ``DECODE_MIN_KEYS_STACKED``
 #: keys when the query heads sharing a key/value head stack at least
 #: ``DECODE_MIN_STACKED_ROWS`` rows (``G * L``). Below, the naive path does less:
@@ -463,7 +463,7 @@ def _for_each_block(work, starts: range, device: torch.device) -> None:
     keeps 1) and the caller's again when they end. With one core or one block,
     on other devices, under ``torch.compile`` (which traces the blocks as one
     graph), or while a torch dispatch mode watches the operations (modes are per
-    thread; see :mod:`attnlib.intermediates`), the blocks run in order in this thread.
+    thread; see :mod:`attnlib.book.intermediates`), the blocks run in order in this thread.
     """
     if torch.compiler.is_compiling() or device.type != "cpu" or len(starts) <= 1:
         cores = 1

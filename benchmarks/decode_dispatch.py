@@ -18,7 +18,7 @@ rotates each round) so that a busy spell of a shared machine falls on all three;
 each reports the median of its calls, and the ratio ``attnlib seconds / torch
 seconds`` (lower is better; 1.0 is parity) is taken within the same run. It
 also prints what ``backend="auto"`` picks for the case and that path's ratio.
-The full run writes ``attnlib/results/decode_dispatch.json`` with the machine,
+The full run writes ``attnlib/book/results/decode_dispatch.json`` with the machine,
 the versions, the commit and the date; ``attnlib.tiled.auto_declines`` follows it.
 
 With ``--threads 1`` every method runs on one thread and is timed by that
@@ -39,9 +39,10 @@ import torch
 import torch.nn.functional as F
 
 import attnlib
+from attnlib.book import stored_results
 from measure import machine
 
-RESULTS = pathlib.Path(attnlib.__file__).resolve().parent / "results" / "decode_dispatch.json"
+RESULTS = stored_results.RESULTS / "decode_dispatch.json"
 QUERY_HEADS, WIDTH = 32, 64
 KV_HEADS = {"GQA 32:8": 8, "MQA 32:1": 1}
 QUERY_LENGTHS = (1, 4, 16)

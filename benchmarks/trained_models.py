@@ -5,7 +5,7 @@
 
 Runs SmolLM2-135M-Instruct (``attnlib.checkpoints.load("smollm2")``, dequantised to fp32)
 on the Python Language Reference excerpt that ships with attnlib
-(``attnlib.trained.reference_text()``), with attnlib as every layer's attention
+(``attnlib.book.trained.reference_text()``), with attnlib as every layer's attention
 (``attnlib.integrations.probes``), and measures:
 
 - perplexity on the first 128 tokens at 0.8 times the scale: the point the chapter
@@ -19,7 +19,7 @@ on the Python Language Reference excerpt that ships with attnlib
   as an explicit bool mask through attnlib; the loss over the tokens past the first
   ``cache`` is reported as well, where the windows differ from dense attention.
 
-Writes ``attnlib/results/trained_models.json`` (or ``--output``) with the machine, the
+Writes ``attnlib/book/results/trained_models.json`` (or ``--output``) with the machine, the
 versions, the commit and the date. The machine is a shared 2-core one: the sizes are
 modest (1024 and 2048 tokens) but answer the questions.
 """
@@ -34,7 +34,8 @@ import time
 
 import torch
 
-from attnlib import checkpoints, stored_results, trained
+from attnlib import checkpoints
+from attnlib.book import stored_results, trained
 from attnlib.integrations import probes
 from measure import machine
 from training_sweep import commit
@@ -95,7 +96,7 @@ def main() -> None:
               f"{stream_rows[-1]['perplexity_past_cache']:9.3f}", flush=True)
 
     result = {"machine": at_start, "wall_seconds": round(time.monotonic() - started),
-              "model": "smollm2", "text": "attnlib.trained.reference_text()",
+              "model": "smollm2", "text": "attnlib.book.trained.reference_text()",
               "check": check, "tokens": args.tokens, "scale": scale_rows, "temperature": temperature_rows,
               "stream_tokens": length, "cache": args.cache, "sinks": args.sinks, "stream": stream_rows}
     args.output.write_text(json.dumps(result, indent=1) + "\n")
