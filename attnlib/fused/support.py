@@ -113,7 +113,7 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
     On the CPU, the first reason is that the kernel runs there only in Triton's interpreter.
     """
     device = problem.query.device
-    if device.type == "cpu" and not triton_interprets():
+    if device.type == "cpu" and not (triton_installed() and triton_interprets()):
         if triton_installed():
             return ON_THE_CPU
         return f"{ON_THE_CPU}; Triton is not installed either (pip install 'triton>=3.2')"
