@@ -19,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from .attention import attention_weights, explain, scaled_dot_product_attention
-from .dispatch import BACKENDS, Dispatch, last_dispatch
+from .dispatch import BACKENDS, Dispatch, last_dispatch, record_dispatches
 from .heads import MultiHeadAttention, kv_cache_bytes
 from .masks import additive_mask, causal_mask, padding_mask, window_mask
 
@@ -34,6 +34,7 @@ __all__ = [
     "kv_cache_bytes",
     "last_dispatch",
     "padding_mask",
+    "record_dispatches",
     "scaled_dot_product_attention",
     "window_mask",
 ]

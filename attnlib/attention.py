@@ -1,6 +1,8 @@
 """The public entry points: a drop-in for torch's scaled_dot_product_attention."""
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from . import dispatch, naive
@@ -28,8 +30,11 @@ def scaled_dot_product_attention(
     Shapes: ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``,
     ``value (..., Hkv, S, Ev)`` -> output ``(..., Hq, L, Ev)``.
 
-    - ``attn_mask``: bool (True = may attend) or float in the query's dtype
-      (added to the scores), broadcastable to ``(..., Hq, L, S)``.
+    - ``attn_mask``: bool (True = may attend) or float (added to the scores)
+      in the query's dtype or another one the compute dtype holds exactly,
+      broadcastable to ``(..., Hq, L, S)``; or torch's ``CausalBias``
+      (``torch.nn.attention.bias.causal_upper_left`` / ``causal_lower_right``),
+      read as ``is_causal=True`` with ``top_left`` / ``bottom_right`` alignment.
     - ``is_causal``: query ``i`` sees keys ``j <= i`` (``top_left``) or
       ``j <= i + S - L`` (``causal_alignment="bottom_right"``). Not combinable
       with ``attn_mask``.
@@ -56,12 +61,76 @@ def scaled_dot_product_attention(
       input dtype.
     - ``backend``: ``"auto"`` or a name in ``attnlib.BACKENDS``;
       ``attnlib.last_dispatch()`` tells which ran and why the others did not.
+
+    Differences from torch's SDPA
+    -----------------------------
+    Where torch 2.13 and attnlib differ, and why:
+
+    1. A float ``attn_mask`` in another dtype than the query's is taken when
+       the compute dtype holds its values exactly (float16, bfloat16 or
+       float32 masks with float16, bfloat16 or float32 queries; any float mask
+       with float64 queries), since attnlib adds it in float32 or float64;
+       a float64 mask with lower-precision queries is refused, as adding it
+       would round it (torch rounds it silently).
+    2. Batch dimensions are not broadcast (torch's CPU kernel broadcasts a key
+       or value batch of 1): a batch that differs is refused with its shape;
+       ``key.expand(B, ...)`` says it explicitly and copies nothing.
+    3. Fewer key/value heads than query heads need ``enable_gqa=True``, as
+       torch's documentation says, also for a single key/value head (torch's
+       CPU kernel broadcasts one head without it); attnlib never copies keys
+       or values per query head.
+    4. ``is_causal=True`` with an ``attn_mask`` is an error (torch documents an
+       error, and its CPU kernel computes the intersection); for both, use
+       ``window=(None, 0)`` with the mask, or ``attnlib.causal_mask(...) & mask``.
+    5. ``scale`` is a finite Python number: a 0-d tensor, ``inf`` and ``nan``
+       are refused; ``dropout_p`` lies in ``[0, 1)``: ``1.0`` is refused
+       (torch returns zeros).
+    6. A 1-D ``(S,)`` mask over the keys is taken (torch raises IndexError).
+    7. A query with no allowed key gets 0 on every path and device (torch's
+       CPU kernel also gives 0; its GPU kernels may give NaN), and NaN or inf
+       stored where the mask hides a key from every query never reaches the
+       output (torch's does).
+    8. A value length that differs from the key length is refused (torch's
+       CPU kernel returns an output for it).
+    9. Tensor subclasses other than ``torch.nn.Parameter`` (and torch's own
+       tracing tensors) are refused by name, except ``CausalBias`` as above,
+       and so are nested (jagged) tensors, which torch takes: pad them
+       (``to_padded_tensor``) and pass a bool ``attn_mask``. The output is
+       always a plain ``torch.Tensor``.
+    10. Under ``torch.autocast`` attnlib does as torch does: float32 query,
+        key, value (and ``sinks``) are cast to the autocast dtype, the call
+        runs with autocast off, so every path computes alike (fp32
+        accumulation), and the output comes back in the autocast dtype.
+    11. ``dropout_p > 0`` runs on the naive path, the only one with dropout,
+        which holds the whole ``L x S`` weight matrix: attention dropout
+        takes ``O(L * S)`` memory at every length (``last_dispatch()`` says so).
     """
-    problem = check_problem(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
-        softcap, window, sinks,
-    )
-    return dispatch.run(problem, backend)
+    query, key, value, sinks, autocast_off = _as_autocast_would(query, key, value, sinks)
+    with autocast_off:
+        problem = check_problem(
+            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
+            softcap, window, sinks,
+        )
+        return dispatch.run(problem, backend)
+
+
+def _as_autocast_would(query, key, value, sinks):
+    """Torch's SDPA under ``torch.autocast``: float32 inputs cast to the autocast dtype.
+
+    Returns the inputs (cast where autocast is on for their device) and a context that turns
+    autocast off for the call, so that every path computes the same way (fp32 accumulation
+    for fp16/bf16) and the output comes back in the autocast dtype, as torch's does.
+    """
+    device = query.device.type if isinstance(query, torch.Tensor) else None
+    if device is None or not torch.amp.is_autocast_available(device) or not torch.is_autocast_enabled(device):
+        return query, key, value, sinks, contextlib.nullcontext()
+    dtype = torch.get_autocast_dtype(device)
+
+    def cast(x):
+        is_float32 = isinstance(x, torch.Tensor) and x.dtype == torch.float32
+        return x.to(dtype) if is_float32 else x
+
+    return (*(cast(x) for x in (query, key, value, sinks)), torch.autocast(device, enabled=False))
 
 
 def explain(
@@ -81,11 +150,13 @@ def explain(
     backend: str = "auto",
 ) -> dispatch.Dispatch:
     """Which backend ``scaled_dot_product_attention`` would run with these arguments, and why."""
-    problem = check_problem(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
-        softcap, window, sinks,
-    )
-    return dispatch.choose(problem, backend)
+    query, key, value, sinks, autocast_off = _as_autocast_would(query, key, value, sinks)
+    with autocast_off:
+        problem = check_problem(
+            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
+            softcap, window, sinks,
+        )
+        return dispatch.choose(problem, backend)
 
 
 def attention_weights(

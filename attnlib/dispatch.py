@@ -5,7 +5,10 @@ Each backend is a module with ``NAME``, ``unsupported_reason(problem)``
 ``forward(problem)``. ``backend="auto"`` tries them in ``AUTO_ORDER`` and
 takes the first that accepts; a backend may also define
 ``auto_declines(problem)``, a reason consulted by auto only (e.g. tiled
-leaves small problems to naive). A named backend that cannot take the call
+leaves small problems to naive), and ``auto_prefers(problem)``, the reason
+auto gives the paths after it when it takes this one for a measured cause
+(e.g. tiled for short queries against many keys, from
+``benchmarks/decode_dispatch.py``). A named backend that cannot take the call
 raises with its reason instead of quietly running another path.
 
 Keywords added to the contract after a backend was written (``softcap``,
@@ -16,7 +19,11 @@ never heard of.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
+
+import torch
 
 from . import fused, naive, tiled
 from .problem import AttentionProblem
@@ -54,7 +61,9 @@ class Dispatch:
         return "\n".join(lines)
 
 
-_last: Dispatch | None = None
+#: Per thread and per asyncio task, as contextvars are: a thread starts with none.
+_last: contextvars.ContextVar[Dispatch | None] = contextvars.ContextVar("attnlib_last_dispatch", default=None)
+_logs: contextvars.ContextVar[tuple[list, ...]] = contextvars.ContextVar("attnlib_dispatch_logs", default=())
 
 
 def choose(problem: AttentionProblem, requested: str) -> Dispatch:
@@ -75,7 +84,9 @@ def choose(problem: AttentionProblem, requested: str) -> Dispatch:
         if why_not is None and hasattr(BACKENDS[name], "auto_declines"):
             why_not = BACKENDS[name].auto_declines(problem)
         if why_not is None:
-            later = {n: f"{name!r} came first in auto's order" for n in AUTO_ORDER if n != name and n not in passed_over}
+            why_first = getattr(BACKENDS[name], "auto_prefers", lambda problem: None)(problem)
+            why_first = why_first or f"{name!r} came first in auto's order"
+            later = {n: why_first for n in AUTO_ORDER if n != name and n not in passed_over}
             return Dispatch(requested, name, {**passed_over, **later})
         passed_over[name] = why_not
     raise AssertionError("the naive backend accepts every checked call")
@@ -83,13 +94,48 @@ def choose(problem: AttentionProblem, requested: str) -> Dispatch:
 
 def run(problem: AttentionProblem, requested: str):
     """Run ``problem`` on the chosen backend and remember the choice."""
-    global _last
     dispatch = choose(problem, requested)
     output = BACKENDS[dispatch.backend].forward(problem)
-    _last = dispatch
+    _remember(dispatch)
     return output
 
 
+def _remember(dispatch: Dispatch) -> None:
+    # A compiled graph carries no Python side effects, and contextvars would break it in two:
+    # calls inside torch.compile are not recorded (explain() says what they run).
+    if torch.compiler.is_compiling():
+        return
+    _last.set(dispatch)
+    for log in _logs.get():
+        log.append(dispatch)
+
+
 def last_dispatch() -> Dispatch | None:
-    """The :class:`Dispatch` of the most recent ``scaled_dot_product_attention`` call."""
-    return _last
+    """The :class:`Dispatch` of the most recent ``scaled_dot_product_attention`` call in this
+    thread (or asyncio task): which backend ran, and why each other one did not.
+
+    None before the first call. Calls in other threads do not change it; to see every call
+    of a block (each layer of a model), use :func:`record_dispatches`. Calls inside a
+    ``torch.compile``'d function are not recorded: the compiled code runs without Python
+    side effects; :func:`attnlib.explain` with the same arguments says which path it takes.
+    """
+    return _last.get()
+
+
+@contextlib.contextmanager
+def record_dispatches():
+    """Record the :class:`Dispatch` of every ``scaled_dot_product_attention`` call in a block::
+
+        with attnlib.record_dispatches() as log:
+            model(tokens)
+        print(len(log), {d.backend for d in log})
+
+    ``log`` is a list that grows by one entry per call, in order, made in this thread (or
+    asyncio task) while the block runs; blocks may nest, and each records the calls inside it.
+    """
+    log: list[Dispatch] = []
+    token = _logs.set((*_logs.get(), log))
+    try:
+        yield log
+    finally:
+        _logs.reset(token)

@@ -10,7 +10,9 @@
 
 It materialises the whole ``L x S`` weight matrix, runs on any device and
 dtype (float64 included) and is the reference the other paths are tested
-against.
+against. With grouped-query heads (``G = Hq / Hkv`` query heads per key/value
+head) the ``G`` heads' queries are stacked as rows of one matrix per
+key/value head, so keys and values are never copied per query head.
 """
 from __future__ import annotations
 
@@ -30,22 +32,46 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
     return None
 
 
-def _expand_kv_heads(x: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Repeat each key/value head for the ``group_size`` query heads that share it."""
-    return x if group_size == 1 else x.repeat_interleave(group_size, dim=-3)
+def _rows_per_kv_head(x: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``(..., Hq, L, W)`` as ``(..., Hkv, G*L, W)``: the ``G`` query heads that share a
+    key/value head stacked as rows of one matrix, which multiplies that head's keys (or
+    values) once, so no key or value is copied per query head (a view when ``x`` is contiguous)."""
+    if group_size == 1:
+        return x
+    return x.reshape(*x.shape[:-3], x.shape[-3] // group_size, group_size * x.shape[-2], x.shape[-1])
 
 
-def _hide_unseen(x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+def _hide_unseen(x: torch.Tensor, allowed: torch.Tensor | None, group_size: int) -> torch.Tensor:
     """Zero key/value rows that no query may see.
 
     A weight of exactly 0 still turns a NaN or inf stored there (padding)
     into NaN in ``A @ V`` and in the gradient ``dS @ K``; zeroing the rows
-    keeps what the mask hides out of every result.
+    keeps what the mask hides out of every result. A key/value head's row is
+    kept when a query of any of the ``group_size`` heads that share it may see it.
     """
     if allowed is None:
         return x
-    seen_by_some_query = allowed.any(dim=-2).unsqueeze(-1)
-    return torch.where(seen_by_some_query, x, torch.zeros((), dtype=x.dtype, device=x.device))
+    seen_by_some_query = allowed.any(dim=-2)  # (..., Hq or 1, S)
+    if group_size > 1 and seen_by_some_query.ndim >= 2 and seen_by_some_query.shape[-2] > 1:
+        heads = seen_by_some_query.shape[-2]
+        seen_by_some_query = seen_by_some_query.unflatten(-2, (heads // group_size, group_size)).any(dim=-2)
+    if not may_hold_non_finite(x, ~seen_by_some_query):
+        return x
+    return torch.where(seen_by_some_query.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
+def may_hold_non_finite(x: torch.Tensor, hidden: torch.Tensor) -> bool:
+    """False only when the ``hidden`` rows of ``x`` surely hold no NaN or inf.
+
+    Checked on the CPU, where reading those rows (padding: a few) is far cheaper than
+    zeroing a copy of ``x``; a NaN or inf makes their sum NaN or inf, and so may an
+    overflow (then the rows are zeroed anyway). Elsewhere, and while torch.compile
+    traces, or under a torch.func transform, it answers True: the check would wait for the
+    device, break the graph, or branch on a value vmap cannot branch on.
+    """
+    if x.device.type != "cpu" or torch.compiler.is_compiling() or torch._C._functorch.is_functorch_wrapped_tensor(x):
+        return True
+    return not bool(torch.isfinite(x[hidden.expand(x.shape[:-1])].sum()))
 
 
 def soft_cap(scores: torch.Tensor, softcap: float | None) -> torch.Tensor:
@@ -63,10 +89,15 @@ def masked_scaled_scores(problem: AttentionProblem, allowed: torch.Tensor | None
 
     ``cap`` is :func:`soft_cap` with the problem's ``softcap`` (the identity without one).
     """
-    dtype = problem.compute_dtype
-    query = problem.query.to(dtype)
-    key = _hide_unseen(_expand_kv_heads(problem.key.to(dtype), problem.group_size), allowed)
-    scores = soft_cap((query @ key.transpose(-2, -1)) * problem.scale, problem.softcap)
+    dtype, group = problem.compute_dtype, problem.group_size
+    query = _rows_per_kv_head(problem.query.to(dtype), group)
+    key = problem.key.to(dtype)
+    # A NaN in a hidden key makes only hidden scores NaN, which the mask then sets to -inf;
+    # it reaches a result only through the query's gradient, dS @ K.
+    if torch.is_grad_enabled() and problem.query.requires_grad:
+        key = _hide_unseen(key, allowed, group)
+    scores = (query @ key.transpose(-2, -1)).view(*problem.query.shape[:-1], problem.key_len)
+    scores = soft_cap(scores * problem.scale, problem.softcap)
     bias = score_bias(problem)
     if bias is not None:
         scores = scores + bias
@@ -121,6 +152,7 @@ def forward(problem: AttentionProblem) -> torch.Tensor:
     """Step 4: ``O = dropout(A) V``, returned in the input dtype."""
     allowed = allowed_positions(problem)
     attention = stable_softmax(masked_scaled_scores(problem, allowed), sink_logits(problem))
-    value = _expand_kv_heads(problem.value.to(problem.compute_dtype), problem.group_size)
-    output = _dropout(attention, problem.dropout_p) @ _hide_unseen(value, allowed)
-    return output.to(problem.query.dtype)
+    group = problem.group_size
+    value = _hide_unseen(problem.value.to(problem.compute_dtype), allowed, group)
+    output = _rows_per_kv_head(_dropout(attention, problem.dropout_p), group) @ value
+    return output.view(problem.output_shape).to(problem.query.dtype)

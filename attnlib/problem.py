@@ -86,9 +86,7 @@ class AttentionProblem:
     @property
     def compute_dtype(self) -> torch.dtype:
         """fp16/bf16 are computed with fp32 accumulation; fp32/fp64 as they are."""
-        if self.query.dtype in (torch.float16, torch.bfloat16):
-            return torch.float32
-        return self.query.dtype
+        return compute_dtype_of(self.query.dtype)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -101,9 +99,39 @@ def _describe(x) -> str:
     return f"{type(x).__name__} {x!r}"
 
 
+#: Tensor types taken as plain tensors: a parameter is one, and torch's tracing
+#: (torch.compile, torch.export) hands the call fake and functional tensors
+#: that stand for plain ones.
+_PLAIN_TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter",
+                       "torch._subclasses.fake_tensor.FakeTensor",
+                       "torch._subclasses.functional_tensor.FunctionalTensor")
+
+
+def _type_name(x) -> str:
+    kind = type(x)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def check_plain_tensor(name: str, x) -> None:
+    """Refuse a nested tensor or a tensor subclass, whose storage need not hold what it means."""
+    if x.is_nested:
+        raise TypeError(
+            f"{name} is a nested (jagged) tensor, which attnlib does not take; pad the sequences "
+            f"to one length ({name}.to_padded_tensor(0.0)) and pass a bool attn_mask that hides "
+            "the padding"
+        )
+    if _type_name(x) not in _PLAIN_TENSOR_TYPES:
+        raise TypeError(
+            f"{name} must be a plain torch.Tensor, got the tensor subclass {_type_name(x)}, whose "
+            "data attnlib cannot tell from its storage; pass the dense tensor it stands for "
+            f"(for torch's causal biases, is_causal=True with causal_alignment)"
+        )
+
+
 def _check_tensor(name: str, x) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {_describe(x)}")
+    check_plain_tensor(name, x)
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"{name} must have a floating dtype (float16, bfloat16, float32 or "
@@ -119,10 +147,13 @@ def _check_tensor(name: str, x) -> None:
 def _check_mask(attn_mask, query: torch.Tensor, key: torch.Tensor) -> None:
     if not isinstance(attn_mask, torch.Tensor):
         raise TypeError(f"attn_mask must be a torch.Tensor or None, got {_describe(attn_mask)}")
-    if attn_mask.dtype != torch.bool and attn_mask.dtype != query.dtype:
+    check_plain_tensor("attn_mask", attn_mask)
+    if attn_mask.dtype != torch.bool and attn_mask.dtype not in exact_mask_dtypes(query.dtype):
+        exact = ", ".join(str(d) for d in exact_mask_dtypes(query.dtype))
         raise TypeError(
             f"attn_mask must be bool (True = may attend) or have the query's dtype "
-            f"{query.dtype} (added to the scores), got {attn_mask.dtype}"
+            f"{query.dtype} (added to the scores) or another float dtype whose every value the "
+            f"compute dtype holds exactly ({exact}), got {attn_mask.dtype}"
         )
     if attn_mask.device != query.device:
         raise ValueError(
@@ -138,6 +169,54 @@ def _check_mask(attn_mask, query: torch.Tensor, key: torch.Tensor) -> None:
             f"attn_mask must be broadcastable to (..., Hq, L, S) = {target}, "
             f"got shape {tuple(attn_mask.shape)}"
         )
+
+
+def compute_dtype_of(dtype: torch.dtype) -> torch.dtype:
+    """fp16/bf16 are computed with fp32 accumulation; fp32/fp64 as they are."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def exact_mask_dtypes(query_dtype: torch.dtype) -> tuple[torch.dtype, ...]:
+    """Float dtypes a float ``attn_mask`` may have with ``query_dtype``: the query's, and every one
+    that converts to the compute dtype without rounding (a float32 mask with bf16 queries)."""
+    compute = compute_dtype_of(query_dtype)
+    widths = {torch.float16: 16, torch.bfloat16: 16, torch.float32: 32, torch.float64: 64}
+    return tuple(d for d in FLOAT_DTYPES if d == query_dtype or widths[d] <= widths[compute])
+
+
+def torch_causal_bias(attn_mask, is_causal: bool, causal_alignment: str, query: torch.Tensor,
+                      key: torch.Tensor):
+    """``(attn_mask, is_causal, causal_alignment)`` with torch's ``CausalBias`` read as what it means.
+
+    ``torch.nn.attention.bias.causal_upper_left(L, S)`` is ``is_causal=True``
+    (top-left) and ``causal_lower_right(L, S)`` is ``is_causal=True,
+    causal_alignment="bottom_right"``; the two agree when ``L == S``. The
+    object's storage holds no mask, so it must never be read as one. Any
+    other mask is returned as it came.
+    """
+    from torch.nn.attention.bias import CausalBias, CausalVariant
+
+    if not isinstance(attn_mask, CausalBias):
+        return attn_mask, is_causal, causal_alignment
+    if is_causal:
+        raise ValueError(
+            "is_causal=True and attn_mask cannot be combined, and a CausalBias attn_mask is "
+            "already causal; drop is_causal"
+        )
+    lengths = (query.shape[-2], key.shape[-2])
+    if (attn_mask.seq_len_q, attn_mask.seq_len_kv) != lengths:
+        raise ValueError(
+            f"attn_mask is a CausalBias for (L, S) = ({attn_mask.seq_len_q}, "
+            f"{attn_mask.seq_len_kv}), but the query and key lengths are (L, S) = {lengths}"
+        )
+    lower_right = attn_mask.variant == CausalVariant.LOWER_RIGHT
+    alignment = "bottom_right" if lower_right and lengths[0] != lengths[1] else "top_left"
+    if causal_alignment == "bottom_right" and alignment == "top_left" and lengths[0] != lengths[1]:
+        raise ValueError(
+            "causal_alignment='bottom_right' disagrees with attn_mask, torch's causal_upper_left "
+            "bias (top-left); pass one of them"
+        )
+    return None, True, alignment
 
 
 def _check_scale(scale, head_dim: int) -> float:
@@ -197,6 +276,7 @@ def _check_sinks(sinks, query: torch.Tensor) -> torch.Tensor | None:
         return None
     if not isinstance(sinks, torch.Tensor):
         raise TypeError(f"sinks must be a torch.Tensor or None, got {_describe(sinks)}")
+    check_plain_tensor("sinks", sinks)
     heads = query.shape[-3] if query.ndim >= 3 else 1
     if sinks.dtype != query.dtype:
         raise TypeError(f"sinks must have the query's dtype {query.dtype}, got {sinks.dtype}")
@@ -285,6 +365,8 @@ def check_problem(
         raise ValueError(
             f"causal_alignment must be one of {CAUSAL_ALIGNMENTS}, got {causal_alignment!r}"
         )
+    attn_mask, is_causal, causal_alignment = torch_causal_bias(
+        attn_mask, is_causal, causal_alignment, query, key)
     if attn_mask is not None:
         if is_causal:
             raise ValueError(

@@ -51,6 +51,7 @@ head's key block once.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import numbers
 from concurrent.futures import ThreadPoolExecutor
@@ -58,7 +59,9 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from .masks import window_mask
+from .naive import may_hold_non_finite
 from .problem import AttentionProblem, check_problem
+from .vmap_rules import batch_first, vmapped_problem
 
 NAME = "tiled"
 SUPPORTS_SOFTCAP = True
@@ -79,6 +82,18 @@ DEFAULT_BLOCK_K = 512
 #: margins are small and vary from run to run
 #: (``benchmarks/tiled_vs_torch.py`` times both, from 64 x 64 to 1024 x 1024).
 AUTO_MIN_SCORES_PER_HEAD = 512 * 512
+#: Below that size, short queries against many keys (decoding: L = 1 to 16 new
+#: tokens against a KV cache of up to 32k keys) are still the tiled path's when
+#: ``benchmarks/decode_dispatch.py`` measured it faster than naive
+#: (``attnlib/book/results/decode_dispatch.json``): from ``DECODE_MIN_KEYS`` keys with
+#: at least ``DECODE_MIN_QUERIES`` queries, or from ``DECODE_MIN_KEYS_STACKED``
+#: keys when the query heads sharing a key/value head stack at least
+#: ``DECODE_MIN_STACKED_ROWS`` rows (``G * L``). Below, the naive path does less:
+#: a query's few scores per key cost less than the tiled path's many small
+#: operations per key block. (L = 1 stays on naive: its two matrix products
+#: read each key and value once, and it came within 1.5x of torch's kernel.)
+DECODE_MIN_KEYS, DECODE_MIN_QUERIES = 16384, 4
+DECODE_MIN_KEYS_STACKED, DECODE_MIN_STACKED_ROWS = 4096, 64
 #: log2(e), so that e^x = 2^(x log2 e) (see _exp_)
 LOG2_E = math.log2(math.e)
 
@@ -114,10 +129,28 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
     return None
 
 
+def auto_prefers(problem: AttentionProblem) -> str | None:
+    """Why ``backend="auto"`` takes tiled for a problem below ``AUTO_MIN_SCORES_PER_HEAD``
+    (short queries against many keys, as measured), or None."""
+    query_len, key_len = problem.query_len, problem.key_len
+    stacked = problem.group_size * query_len
+    if query_len * key_len >= AUTO_MIN_SCORES_PER_HEAD:
+        return None
+    if query_len >= DECODE_MIN_QUERIES and key_len >= DECODE_MIN_KEYS:
+        rule = f"L >= {DECODE_MIN_QUERIES} queries against S >= {DECODE_MIN_KEYS} keys"
+    elif stacked >= DECODE_MIN_STACKED_ROWS and key_len >= DECODE_MIN_KEYS_STACKED:
+        rule = (f"G x L >= {DECODE_MIN_STACKED_ROWS} stacked query rows against "
+                f"S >= {DECODE_MIN_KEYS_STACKED} keys")
+    else:
+        return None
+    return (f"auto takes tiled for {rule} (L={query_len}, S={key_len}, G={problem.group_size}): "
+            "faster than naive in benchmarks/decode_dispatch.py")
+
+
 def auto_declines(problem: AttentionProblem) -> str | None:
     """Why ``backend="auto"`` should not pick tiled although it could (None: pick it)."""
     scores = problem.query_len * problem.key_len
-    if scores < AUTO_MIN_SCORES_PER_HEAD:
+    if scores < AUTO_MIN_SCORES_PER_HEAD and auto_prefers(problem) is None:
         return (
             f"L x S = {scores} scores per head is below {AUTO_MIN_SCORES_PER_HEAD}; "
             "auto leaves small problems to naive"
@@ -189,10 +222,10 @@ class _Tiles:
         """``x (N, S, width)`` in the compute dtype, rows no query may see zeroed so NaN padding stays out.
 
         The caller's tensor itself (no copy) when it is already in the compute
-        dtype and there is no mask.
+        dtype and there is no mask, or the rows no query sees hold no NaN or inf.
         """
         x = x.to(self.dtype)
-        if self.key_seen is None:
+        if self.key_seen is None or not may_hold_non_finite(x, ~self.key_seen[..., 0]):
             return x
         return torch.where(self.key_seen, x, torch.zeros((), dtype=self.dtype, device=x.device))
 
@@ -423,29 +456,34 @@ def _for_each_block(work, starts: range, device: torch.device) -> None:
     several cores, each core takes whole blocks in a thread of its own while
     torch runs every operation on one core: the cores then never wait for
     each other inside the many small operations of a tile (on a machine busy
-    with other work, such waits stall every operation). torch's thread count is
-    process-wide, so it is 1 during the call and restored afterwards. With
-    one core or one block, on other devices, or while a torch dispatch mode
-    watches the operations (modes are per thread; see
-    :mod:`attnlib.book.intermediates`), the blocks run in order in this thread.
+    with other work, such waits stall every operation). Each worker thread sets
+    its own torch thread count to 1, so the caller's count never changes; torch
+    keeps one default for threads that have not yet run an operation, which is 1
+    while the workers run (a thread whose first operation falls in that moment
+    keeps 1) and the caller's again when they end. With one core or one block,
+    on other devices, under ``torch.compile`` (which traces the blocks as one
+    graph), or while a torch dispatch mode watches the operations (modes are per
+    thread; see :mod:`attnlib.book.intermediates`), the blocks run in order in this thread.
     """
-    cores = torch.get_num_threads()
-    watched = torch._C._len_torch_dispatch_stack() > 0
-    if device.type != "cpu" or cores == 1 or len(starts) <= 1 or watched:
+    if torch.compiler.is_compiling() or device.type != "cpu" or len(starts) <= 1:
+        cores = 1
+    else:
+        cores = torch.get_num_threads()
+    if cores == 1 or torch._C._len_torch_dispatch_stack() > 0:
         for i0 in starts:
             work(i0)
         return
 
-    def work_without_grad(i0):  # grad mode is per thread too
-        with torch.no_grad():
-            work(i0)
+    def work_in_one_thread(i0):  # grad mode and the OpenMP thread count are per thread
+        torch.set_num_threads(1)
+        try:
+            with torch.no_grad():
+                work(i0)
+        finally:
+            torch.set_num_threads(cores)  # torch's default for new threads back to the caller's
 
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(max_workers=min(cores, len(starts))) as pool:
-            list(pool.map(work_without_grad, starts))
-    finally:
-        torch.set_num_threads(cores)
+    with ThreadPoolExecutor(max_workers=min(cores, len(starts))) as pool:
+        list(pool.map(work_in_one_thread, starts))
 
 
 def _forward(tiles: _Tiles, block_q: int, block_k: int):
@@ -576,7 +614,8 @@ def _backward(tiles: _Tiles, output, lse, grad_output, grad_lse, block_q: int,
             grad_key[rows, j0:j1] = dk.mul_(tiles.scale)
             grad_value[rows, j0:j1] = dv
 
-    heads_per_part = -(-tiles.rows // torch.get_num_threads())  # one per core
+    cores = 1 if torch.compiler.is_compiling() else torch.get_num_threads()
+    heads_per_part = -(-tiles.rows // cores)  # one part per core
     parts = range(0, tiles.rows, heads_per_part)
     _for_each_block(gradients_of_heads, parts, device)
     return grad_query.mul_(tiles.scale), grad_key, grad_value
@@ -605,43 +644,88 @@ def gradients_from_lse(problem: AttentionProblem, output, lse, grad_output, grad
 class TiledAttentionFunction(torch.autograd.Function):
     """Tiled attention as one autograd node that saves only ``O`` and ``lse``.
 
-    ``apply(query, key, value, sinks, problem, block_q, block_k)`` returns the
-    output ``(..., Hq, L, Ev)`` in the input dtype and the log-sum-exp
-    ``(..., Hq, L)`` in the compute dtype; both are differentiable.
-    ``sinks`` is ``problem.sinks`` (or None), an input of its own so that it
-    gets a gradient.
+    ``apply(query, key, value, sinks, attn_mask, problem, block_q, block_k)``
+    returns the output ``(..., Hq, L, Ev)`` in the input dtype, the
+    log-sum-exp ``(..., Hq, L)`` in the compute dtype (both differentiable)
+    and, for fp16/bf16 inputs, the output in the compute dtype, which the
+    backward pass reads (else None). ``sinks`` and ``attn_mask`` are
+    ``problem``'s, inputs of their own so that the sinks get a gradient and
+    torch.func sees every tensor. It has ``setup_context`` and a vmap rule
+    (the vmapped axis becomes a batch axis), so ``torch.func.grad``, ``vmap``,
+    ``jacrev`` and ``jacfwd``-free compositions of them work as autograd does.
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, sinks, problem, block_q, block_k):
+    def forward(query, key, value, sinks, attn_mask, problem, block_q, block_k):
         tiles = _Tiles(problem, query, key, value)
         output, lse = _forward(tiles, block_q, block_k)
-        ctx.save_for_backward(query, key, value, output, lse)
-        ctx.problem, ctx.blocks = problem, (block_q, block_k)
-        result = tiles.unstack(output, output.shape[-1]).to(query.dtype)
-        return result, tiles.unstack(lse, None)
+        output = tiles.unstack(output, output.shape[-1])
+        result = output.to(query.dtype)
+        return result, tiles.unstack(lse, None), (output if result is not output else None)
 
     @staticmethod
-    def backward(ctx, grad_result, grad_lse):
-        query, key, value, output, lse = ctx.saved_tensors
-        tiles = _Tiles(ctx.problem, query, key, value)
-        grad_output = grad_result.reshape(output.shape)
-        grad_lse = grad_lse.reshape(lse.shape)
-        grad_query, grad_key, grad_value = _backward(
-            tiles, output, lse, grad_output, grad_lse, *ctx.blocks
-        )
+    def setup_context(ctx, inputs, outputs):
+        query, key, value, _, attn_mask, problem, block_q, block_k = inputs
+        result, lse, output = outputs
+        if output is not None:
+            ctx.mark_non_differentiable(output)
+        ctx.save_for_backward(query, key, value, attn_mask, result if output is None else output, lse)
+        ctx.problem, ctx.blocks = problem, (block_q, block_k)
+
+    @staticmethod
+    def backward(ctx, grad_result, grad_lse, _):
+        query, key, value, attn_mask, output, lse = ctx.saved_tensors
+        grad_query, grad_key, grad_value = TiledGradientsFunction.apply(
+            query, key, value, attn_mask, output, lse, grad_result, grad_lse, ctx.problem, *ctx.blocks)
         grad_sinks = None
         if ctx.needs_input_grad[3]:
-            grad_sinks = sink_gradient(ctx.problem.sinks, output, lse, grad_output, grad_lse)
-        return (
-            grad_query.reshape(query.shape).to(query.dtype),
-            grad_key.reshape(key.shape).to(key.dtype),
-            grad_value.reshape(value.shape).to(value.dtype),
-            grad_sinks,
-            None,
-            None,
-            None,
-        )
+            grad_sinks = sink_gradient(ctx.problem.sinks, output, lse, grad_result, grad_lse)
+        return grad_query, grad_key, grad_value, grad_sinks, None, None, None, None
+
+    @staticmethod
+    def vmap(info, in_dims, query, key, value, sinks, attn_mask, problem, block_q, block_k):
+        batched = vmapped_problem(problem, info, in_dims, query, key, value, attn_mask)
+        result, lse, output = TiledAttentionFunction.apply(
+            batched.query, batched.key, batched.value, sinks, batched.attn_mask, batched, block_q, block_k)
+        size = info.batch_size
+        shape, lse_shape = (size, *problem.output_shape), (size, *problem.query.shape[:-1])
+        output = None if output is None else output.reshape(shape)
+        return (result.reshape(shape), lse.reshape(lse_shape), output), (0, 0, None if output is None else 0)
+
+
+class TiledGradientsFunction(torch.autograd.Function):
+    """The tiled backward pass, ``(dQ, dK, dV)`` in the inputs' dtypes, as a node of its own
+    with a vmap rule, so that ``torch.func.jacrev`` (vmap over the backward) works; it has
+    no derivative of its own (no second derivatives)."""
+
+    @staticmethod
+    def forward(query, key, value, attn_mask, output, lse, grad_output, grad_lse, problem, block_q, block_k):
+        problem = dataclasses.replace(problem, query=query, key=key, value=value, attn_mask=attn_mask)
+        gradients = gradients_from_lse(problem, output, lse, grad_output, grad_lse, block_q, block_k)
+        return tuple(g.to(x.dtype) for g, x in zip(gradients, (query, key, value)))
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("the tiled path has no second derivatives; use backend='naive' for them")
+
+    @staticmethod
+    def vmap(info, in_dims, query, key, value, attn_mask, output, lse, grad_output, grad_lse, problem,
+             block_q, block_k):
+        batched = vmapped_problem(problem, info, (*in_dims[:3], None, in_dims[3]), query, key, value,
+                                   attn_mask)
+        ndim = batched.query.ndim - 1
+        output, grad_output = (batch_first(x, d, info.batch_size, ndim)
+                               for x, d in ((output, in_dims[4]), (grad_output, in_dims[6])))
+        lse, grad_lse = (batch_first(x, d, info.batch_size, ndim - 1)
+                         for x, d in ((lse, in_dims[5]), (grad_lse, in_dims[7])))
+        gradients = TiledGradientsFunction.apply(batched.query, batched.key, batched.value, batched.attn_mask,
+                                                 output, lse, grad_output, grad_lse, batched, block_q, block_k)
+        logical = (problem.query, problem.key, problem.value)
+        return tuple(g.reshape(info.batch_size, *x.shape) for g, x in zip(gradients, logical)), (0, 0, 0)
 
 
 def attention(
@@ -682,15 +766,16 @@ def attention(
     why_not = unsupported_reason(problem)
     if why_not is not None:
         raise ValueError(f"attn_mask: {why_not}")
-    output, lse = TiledAttentionFunction.apply(query, key, value, problem.sinks, problem, block_q, block_k)
+    output, lse, _ = TiledAttentionFunction.apply(query, key, value, problem.sinks, problem.attn_mask, problem,
+                                                  block_q, block_k)
     return (output, lse) if return_lse else output
 
 
 def forward(problem: AttentionProblem) -> torch.Tensor:
     """The dispatcher's entry: the tiled output with the default block sizes."""
-    output, _ = TiledAttentionFunction.apply(
-        problem.query, problem.key, problem.value, problem.sinks, problem, DEFAULT_BLOCK_Q,
-        DEFAULT_BLOCK_K,
+    output, _, _ = TiledAttentionFunction.apply(
+        problem.query, problem.key, problem.value, problem.sinks, problem.attn_mask, problem,
+        DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K,
     )
     return output
 

@@ -25,6 +25,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
 
 import attnlib
 from attnlib.integrations import transformers as backend
+from eager64 import float64_softmax
 
 backend.register()
 
@@ -75,23 +76,6 @@ def build(name: str, implementation: str):
 def trio(name: str) -> dict:
     """The same weights under attnlib and eager (eager64 is eager run in float64_softmax())."""
     return {"attnlib": build(name, "attnlib"), "eager": build(name, "eager")}
-
-
-class float64_softmax:
-    """Within it, a softmax asked for float32 of a float64 input runs in float64 (eager64)."""
-
-    def __enter__(self):
-        self.original = torch.nn.functional.softmax
-
-        def softmax(input, dim=None, _stacklevel=3, dtype=None):
-            if dtype == torch.float32 and input.dtype == torch.float64:
-                dtype = torch.float64
-            return self.original(input, dim=dim, dtype=dtype)
-
-        torch.nn.functional.softmax = softmax
-
-    def __exit__(self, *exc):
-        torch.nn.functional.softmax = self.original
 
 
 def inputs(padding: str | None):

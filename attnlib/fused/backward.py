@@ -10,11 +10,12 @@ is a sum over rows of what those leave behind, ``lse`` and ``D``, in torch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from ..problem import AttentionProblem
+from ..vmap_rules import batch_first, vmapped_problem
 from .forward import launch
 from .kernels import kernel_module
 from .layout import as_4d, batch_slices, cdiv, contiguous_rows, kernel_arguments
@@ -210,22 +211,86 @@ class FusedAttentionFunction(torch.autograd.Function):
     ``(..., Hq, L, Ev)`` in the input dtype and the log-sum-exp
     ``(..., Hq, L)`` in fp32, both differentiable; ``problem`` is the
     checked call on these tensors (``sinks``: its sinks, or None), ``blocks``
-    the forward's tile sizes (None: autotuned on a GPU).
+    the forward's tile sizes (None: autotuned on a GPU). It has
+    ``setup_context`` and vmap rules (the vmapped axis becomes a batch axis;
+    ``attn_mask`` and ``sinks`` unmapped), so torch.func's ``grad``, ``vmap``
+    and ``jacrev`` work on it.
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, sinks, problem, blocks):
-        output, lse = launch(problem, blocks)
-        ctx.save_for_backward(query, key, value, output, lse)
-        ctx.problem = problem
-        return output, lse
+    def forward(query, key, value, sinks, problem, blocks):
+        return launch(_on(problem, query, key, value, sinks), blocks)
 
     @staticmethod
-    @once_differentiable  # the backward kernels have no backward of their own: no second derivatives
+    def setup_context(ctx, inputs, outputs):
+        query, key, value, sinks, problem, _ = inputs
+        ctx.save_for_backward(query, key, value, sinks, *outputs)
+        ctx.problem = problem
+
+    @staticmethod
     def backward(ctx, grad_output, grad_lse):
-        # Unpacking checks that no input was modified in place since the forward;
-        # ctx.problem holds the same tensors.
-        _, _, _, output, lse = ctx.saved_tensors
+        # Unpacking checks that no input was modified in place since the forward.
+        query, key, value, sinks, output, lse = ctx.saved_tensors
         wanted = tuple(ctx.needs_input_grad[:4])
-        grads = gradients(ctx.problem, output, lse, grad_output, grad_lse, wanted=wanted)
+        grads = FusedGradientsFunction.apply(query, key, value, sinks, output, lse, grad_output, grad_lse,
+                                             ctx.problem, wanted)
         return (*grads, None, None)
+
+    @staticmethod
+    def vmap(info, in_dims, query, key, value, sinks, problem, blocks):
+        batched = _vmapped(problem, info, in_dims[:4], query, key, value)
+        output, lse = FusedAttentionFunction.apply(batched.query, batched.key, batched.value, sinks, batched,
+                                                   blocks)
+        size = info.batch_size
+        return (output.reshape(size, *problem.output_shape), lse.reshape(size, *problem.query.shape[:-1])), (0, 0)
+
+
+class FusedGradientsFunction(torch.autograd.Function):
+    """The backward kernels, ``(dQ, dK, dV, dsinks)``, as a node of its own with a vmap rule, so
+    that ``torch.func.jacrev`` (vmap over the backward) works; no second derivatives."""
+
+    @staticmethod
+    def forward(query, key, value, sinks, output, lse, grad_output, grad_lse, problem, wanted):
+        return gradients(_on(problem, query, key, value, sinks), output, lse, grad_output, grad_lse,
+                         wanted=wanted)
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("the fused kernels have no second derivatives; use backend='naive' for them")
+
+    @staticmethod
+    def vmap(info, in_dims, query, key, value, sinks, output, lse, grad_output, grad_lse, problem, wanted):
+        if len(wanted) > 3 and wanted[3]:
+            raise ValueError("vmap over the fused backward cannot give each element its sinks' gradient "
+                             "(the kernels sum it over the batch); use backend='tiled'")
+        batched = _vmapped(problem, info, in_dims[:4], query, key, value)
+        ndim = batched.query.ndim - 1
+        output, grad_output = (batch_first(x, d, info.batch_size, ndim)
+                               for x, d in ((output, in_dims[4]), (grad_output, in_dims[6])))
+        lse, grad_lse = (batch_first(x, d, info.batch_size, ndim - 1)
+                         for x, d in ((lse, in_dims[5]), (grad_lse, in_dims[7])))
+        # The kernels read lse and D as contiguous rows: an unmapped tensor expanded over
+        # the vmapped axis (stride 0) is copied.
+        output, lse, grad_output, grad_lse = (None if x is None else x.contiguous()
+                                              for x in (output, lse, grad_output, grad_lse))
+        grads = FusedGradientsFunction.apply(batched.query, batched.key, batched.value, sinks, output, lse,
+                                             grad_output, grad_lse, batched, wanted)
+        logical = (problem.query, problem.key, problem.value)
+        grads = tuple(None if g is None else g.reshape(info.batch_size, *x.shape) for g, x in zip(grads, logical))
+        return (*grads, None), (*(None if g is None else 0 for g in grads), None)
+
+
+def _on(problem: AttentionProblem, query, key, value, sinks) -> AttentionProblem:
+    """``problem`` with these tensors (torch.func hands the functions unwrapped ones)."""
+    return dataclasses.replace(problem, query=query, key=key, value=value, sinks=sinks)
+
+
+def _vmapped(problem: AttentionProblem, info, in_dims, query, key, value) -> AttentionProblem:
+    mask = problem.attn_mask
+    if mask is not None and torch._C._functorch.is_batchedtensor(mask):
+        raise ValueError("vmap over attn_mask is not supported on the fused path; use backend='tiled'")
+    return vmapped_problem(problem, info, (*in_dims, None), query, key, value, mask)

@@ -6,7 +6,6 @@ process runs the kernels either on the GPU or in the interpreter, never both.
 """
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -38,9 +37,12 @@ ON_THE_CPU = ("on the CPU the kernel runs only in Triton's interpreter, slowly, 
               "TRITON_INTERPRET=1 set before Triton is first imported, backend='fused' runs it")
 
 
-@functools.lru_cache(maxsize=None)
+#: Looked up once, at import: cheap, and a plain constant keeps torch.compile quiet.
+_TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
+
+
 def triton_installed() -> bool:
-    return importlib.util.find_spec("triton") is not None
+    return _TRITON_INSTALLED
 
 
 def interpreter_requested() -> bool:
@@ -106,7 +108,15 @@ def _float_mask_requires_grad(problem: AttentionProblem) -> bool:
 
 
 def unsupported_reason(problem: AttentionProblem) -> str | None:
-    """None when the kernel can take ``problem``, else a sentence saying why not."""
+    """None when the kernel can take ``problem``, else a sentence saying why not.
+
+    On the CPU, the first reason is that the kernel runs there only in Triton's interpreter.
+    """
+    device = problem.query.device
+    if device.type == "cpu" and not (triton_installed() and triton_interprets()):
+        if triton_installed():
+            return ON_THE_CPU
+        return f"{ON_THE_CPU}; Triton is not installed either (pip install 'triton>=3.2')"
     if not triton_installed():
         return "Triton is not installed (pip install 'triton>=3.2'; CUDA builds of PyTorch bring it)"
     if problem.dropout_p > 0:
@@ -124,7 +134,6 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
     unaddressable = unaddressable_reason(problem)
     if unaddressable is not None:
         return unaddressable
-    device = problem.query.device
     if device.type == "cuda":
         if triton_interprets():
             return ("Triton interprets kernels in this process (TRITON_INTERPRET=1 was set when it "
@@ -138,8 +147,6 @@ def unsupported_reason(problem: AttentionProblem) -> str | None:
     if device.type == "cpu":
         if dtype not in INTERPRETER_DTYPES:
             return f"on the CPU the kernel runs in Triton's interpreter, which computes in NumPy and has no {dtype}"
-        if not triton_interprets():
-            return ON_THE_CPU
         return None
     return f"the fused kernel runs on CUDA (or on the CPU in Triton's interpreter), got device {device}"
 

@@ -15,8 +15,10 @@ interfaces:
   so that causality and the window reach attnlib as ``window=`` and
   ``is_causal=``, never as a dense ``(L, S)`` mask. Any other pattern (packed
   sequences, chunked attention, overlays for image tokens, a static cache's
-  empty slots) becomes a dense bool mask that holds the whole pattern, as it
-  does for transformers' eager path.
+  empty slots), and every mask ``generate()`` builds ahead of the forward pass
+  for a compileable cache (static, offloaded static, sliding window), becomes a
+  dense bool mask that holds the whole pattern, as it does for transformers'
+  eager path.
 - the attention function (``AttentionInterface``) maps transformers' arguments
   onto attnlib's contract: ``scaling`` -> ``scale``, ``softcap`` ->
   ``softcap``, a causal layer's ``sliding_window = W`` -> ``window=(W - 1, 0)``
@@ -29,25 +31,54 @@ interfaces:
   attnlib does not return: transformers would hand back Nones or nothing.
 
 transformers is imported here only; ``import attnlib`` never imports it.
-Supported: transformers >= 5.20, < 6 (the range declared for the extra
+Importing this module without transformers, or with a version outside the
+supported range, raises an ImportError that says which versions and how to
+install them. Supported: transformers >= 5.20, < 6 (the range declared for the extra
 ``attnlib[transformers]`` in pyproject.toml; tests/test_transformers_backend.py
 passes with 5.20.2 and 5.24.0, the versions requirements.txt pins).
 """
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 from dataclasses import dataclass
 
 import torch
-import transformers
 from packaging.version import Version
-from transformers import AttentionInterface, AttentionMaskInterface, masking_utils
-from transformers.utils import output_capturing
 
 from .. import dispatch
 from ..attention import scaled_dot_product_attention
 
 SUPPORTED_VERSIONS = (Version("5.20"), Version("6"))
+INSTALL_HINT = "pip install 'attnlib[transformers]' (or pip install 'transformers>=5.20,<6')"
+
+
+def check_version(version: str) -> None:
+    """Raise ImportError, with the supported range and how to install it, unless ``version`` is in it."""
+    low, high = SUPPORTED_VERSIONS
+    if not low <= Version(version) < high:
+        raise ImportError(
+            f"attnlib's transformers backend supports transformers >= {low}, < {high}; "
+            f"found {version}; {INSTALL_HINT}"
+        )
+
+
+try:
+    import transformers
+except ModuleNotFoundError as exc:
+    if exc.name != "transformers":
+        raise
+    raise ModuleNotFoundError(
+        f"attnlib.integrations.transformers needs transformers, which is not installed; {INSTALL_HINT}",
+        name="transformers",
+    ) from exc
+# Before the internals below, which older versions do not have (output_capturing is new in 5.x).
+check_version(transformers.__version__)
+
+from transformers import AttentionInterface, AttentionMaskInterface, masking_utils  # noqa: E402
+from transformers.generation.utils import GenerationMixin  # noqa: E402
+from transformers.utils import output_capturing  # noqa: E402
 
 #: Keywords the models pass through to every attention function that attnlib
 #: needs no further: what each one says reaches attnlib by another route.
@@ -129,13 +160,43 @@ def _alignment(q_offset, kv_offset, q_length: int, kv_length: int) -> str | None
     return None
 
 
+#: The code that builds masks ahead of the forward pass: generate() with a compileable cache
+#: (static, offloaded static, sliding window) builds them in prepare_inputs_for_generation,
+#: through create_masks_for_generate (which a few models override, under the same name).
+#: (Unwrapped: a decorator's wrapper code is shared by every function it decorates.)
+_BUILDS_AHEAD = tuple(inspect.unwrap(function).__code__ for function in (
+    GenerationMixin.prepare_inputs_for_generation, masking_utils.create_masks_for_generate))
+
+
+def built_ahead_of_the_forward() -> bool:
+    """Whether transformers is building this mask before the forward pass, to hand it in as an
+    already prepared mask, which transformers passes on only as a 4-D tensor (or a BlockMask).
+
+    Read off the calling frames: the mask function is not told why it is called. Inside a
+    compiled region the forward pass itself builds the masks, so the answer is False there.
+    """
+    if torch.compiler.is_compiling():
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code in _BUILDS_AHEAD or code.co_name == "create_masks_for_generate":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def attnlib_mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset=0,
                  mask_function=masking_utils.causal_mask_function, attention_mask=None, **kwargs):
     """transformers' mask function for attnlib: a :class:`StructuredMask` when the pattern
-    is one attnlib takes as arguments, else the dense bool ``(B, 1, L, S)`` mask."""
+    is one attnlib takes as arguments, else the dense bool ``(B, 1, L, S)`` mask.
+
+    A mask built ahead of the forward pass (:func:`built_ahead_of_the_forward`: ``generate()``
+    with a static, offloaded-static or sliding-window cache) is always the dense one, the only
+    kind transformers hands on to the model unchanged."""
     pattern = recognised_pattern(mask_function)
     alignment = _alignment(q_offset, kv_offset, q_length, kv_length)
-    if pattern is not None and alignment is not None:
+    if pattern is not None and alignment is not None and not built_ahead_of_the_forward():
         causal, sliding_window, bidirectional_window = pattern
         if sliding_window is None:
             window = None
@@ -265,13 +326,7 @@ def attnlib_attention(module: torch.nn.Module, query: torch.Tensor,
 def register(name: str = "attnlib", backend: str = "auto") -> None:
     """Make ``attn_implementation=name`` run attnlib (``backend``: "auto" or a name
     in ``attnlib.BACKENDS``) in every model that uses transformers' attention interface."""
-    version = Version(transformers.__version__)
-    low, high = SUPPORTED_VERSIONS
-    if not low <= version < high:
-        raise ImportError(
-            f"attnlib's transformers backend supports transformers >= {low}, < {high}; "
-            f"found {transformers.__version__}"
-        )
+    check_version(transformers.__version__)
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty str, got {name!r}")
     if backend != "auto" and backend not in dispatch.BACKENDS:
