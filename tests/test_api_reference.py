@@ -86,13 +86,21 @@ def test_a_one_dimensional_mask_is_attnlibs_alone():
     torch.testing.assert_close(out, expected)
 
 
-def test_under_autocast_torch_returns_the_autocast_type_and_attnlib_the_inputs():
+@pytest.mark.parametrize("backend", ["naive", "tiled"])
+def test_under_autocast_both_return_the_autocast_type(backend):
     q, k, v = inputs()
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert F.scaled_dot_product_attention(q, k, v).dtype == torch.bfloat16
-        assert attnlib.scaled_dot_product_attention(q, k, v).dtype == torch.float32
-        # with inputs in the autocast type the two agree
-        assert attnlib.scaled_dot_product_attention(*(x.bfloat16() for x in (q, k, v))).dtype == torch.bfloat16
+        expected = F.scaled_dot_product_attention(q, k, v)
+        out = attnlib.scaled_dot_product_attention(q, k, v, backend=backend)
+    assert expected.dtype == out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)
+
+
+def test_a_value_length_other_than_the_key_length_is_attnlibs_refusal():
+    q, k, v = inputs()
+    short_v = v[..., :4, :]
+    with pytest.raises(ValueError, match="value"):
+        attnlib.scaled_dot_product_attention(q, k, short_v)
 
 
 def test_dropout_sends_auto_to_the_naive_path_and_says_why():
