@@ -1,6 +1,6 @@
 """SmolLM2's perplexity against the attention scale, the temperature and StreamingLLM's caches.
 
-    python benchmarks/trained_models.py                 # about 10 min on 2 busy cores
+    python benchmarks/trained_models.py                 # about 20 min on 2 busy cores
     python benchmarks/trained_models.py --tokens 1024 --stream-tokens 2048 --cache 256
 
 Runs SmolLM2-135M-Instruct (``attnlib.checkpoints.load("smollm2")``, dequantised to fp32)
@@ -11,13 +11,19 @@ on the Python Language Reference excerpt that ships with attnlib
 - perplexity on the first 128 tokens at 0.8 times the scale: the point the chapter
   recomputes live;
 - perplexity on the first ``--tokens`` tokens with every layer's scale multiplied by each
-  factor of ``--factors`` (the checkpoint's scale is factor 1);
+  factor of ``--factors`` (the checkpoint's scale is factor 1), and by the factors of the
+  two classic mistakes: no scale at all (``sqrt(d_k)``, 8) and dividing by
+  ``sqrt(d_model)`` instead of ``sqrt(d_k)`` (``sqrt(d_k / d_model)``, 1/3);
 - from the factor-1 logits, perplexity with the logits divided by each temperature;
 - on the first ``--stream-tokens`` tokens, perplexity with dense causal attention, with a
-  sliding window of ``--cache`` keys, and with a window that keeps the first ``--sinks``
-  keys and the ``cache - sinks`` newest (StreamingLLM's setting, the same cache size), each
-  as an explicit bool mask through attnlib; the loss over the tokens past the first
-  ``cache`` is reported as well, where the windows differ from dense attention.
+  sliding window of ``--cache`` keys, and with windows of the same size that keep 1, 2 or 4
+  keys for good and the newest others (StreamingLLM's setting): the first keys; as controls,
+  four keys from early in the text but not the first (4-7) and four from its middle
+  (1000-1003); and the first four keys after the text's first four tokens are replaced by
+  "\n" (the paper's Table 1 control). Each cache is an explicit bool mask through attnlib.
+  The loss is reported over the tokens past the first ``cache`` (where the windows differ
+  from dense attention) and over those from ``--late`` on (where every kept key, the
+  middle ones included, is older than the window).
 
 Writes ``attnlib/results/trained_models.json`` (or ``--output``) with the machine, the
 versions, the commit and the date. The machine is a shared 2-core one: the sizes are
@@ -42,6 +48,18 @@ from training_sweep import commit
 FACTORS = (0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0)
 TEMPERATURES = (0.5, 0.8, 1.0, 1.25, 2.0)
 CHECK_TOKENS, CHECK_FACTOR = 128, 0.8
+NEWLINE = "\n"
+
+
+def window_keeping(length: int, cache: int, kept: tuple = ()) -> torch.Tensor:
+    """Bool ``(L, L)``: a causal cache of ``cache`` keys per query, the keys at the positions
+    ``kept`` held for good once a query has reached them, the ``cache - len(kept)`` newest
+    the rest."""
+    i = torch.arange(length)[:, None]
+    j = torch.arange(length)[None, :]
+    held = torch.zeros(length, dtype=torch.bool)
+    held[list(kept)] = True
+    return (j <= i) & ((j > i - (cache - len(kept))) | held[None, :])
 
 
 def losses(model, ids, **probe_arguments) -> torch.Tensor:
@@ -56,7 +74,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=1024)
     parser.add_argument("--stream-tokens", type=int, default=2048)
     parser.add_argument("--cache", type=int, default=256)
-    parser.add_argument("--sinks", type=int, default=4)
+    parser.add_argument("--late", type=int, default=1280,
+                        help="the first token of the late span (past every kept key's window)")
     parser.add_argument("--factors", default=",".join(map(str, FACTORS)))
     parser.add_argument("--output", type=pathlib.Path, default=stored_results.RESULTS / "trained_models.json")
     args = parser.parse_args()
@@ -71,10 +90,15 @@ def main() -> None:
     check = {"tokens": CHECK_TOKENS, "factor": CHECK_FACTOR,
              "perplexity": math.exp(losses(model, check_ids, scale_factor=CHECK_FACTOR)[0].mean().item())}
     ids = trained.reference_tokens(tokenizer, args.tokens)
+    c = model.config
+    d_k = c.hidden_size // c.num_attention_heads
+    mistakes = {math.sqrt(d_k): "no scale", math.sqrt(d_k / c.hidden_size): "divided by sqrt(d_model)"}
+    factors = sorted({*map(float, args.factors.split(",")), *mistakes})
     scale_rows, factor_one_logits = [], None
-    for factor in map(float, args.factors.split(",")):
+    for factor in factors:
         loss, logits = losses(model, ids, scale_factor=factor)
-        scale_rows.append({"factor": factor, "perplexity": math.exp(loss.mean().item())})
+        scale_rows.append({"factor": factor, "label": mistakes.get(factor, ""),
+                           "perplexity": math.exp(loss.mean().item())})
         if factor == 1.0:
             factor_one_logits = logits
         print(f"scale x {factor:5.2f}: perplexity {scale_rows[-1]['perplexity']:9.3f}", flush=True)
@@ -83,21 +107,37 @@ def main() -> None:
 
     stream = trained.reference_tokens(tokenizer, args.stream_tokens)
     length = stream.shape[1]
-    settings = {"dense": None,
-                "sliding window": trained.sliding_window(length, args.cache),
-                f"window + first {args.sinks}": trained.sliding_window(length, args.cache, args.sinks)}
+    newline = tokenizer(NEWLINE, add_special_tokens=False)["input_ids"]
+    if len(newline) != 1:
+        raise ValueError(f"the tokenizer splits {NEWLINE!r} into {newline}, not one token")
+    with_newlines = stream.clone()
+    with_newlines[0, :4] = newline[0]
+    middle = length // 2 - 24  # 1000 for 2048 tokens
+    # (name, kept positions, tokens): every cache but dense holds ``args.cache`` keys
+    settings = [("dense", None, stream),
+                ("sliding window", (), stream),
+                ("first 1 kept", (0,), stream),
+                ("first 2 kept", (0, 1), stream),
+                ("first 4 kept", (0, 1, 2, 3), stream),
+                ("tokens 4-7 kept", (4, 5, 6, 7), stream),
+                (f"tokens {middle}-{middle + 3} kept", tuple(range(middle, middle + 4)), stream),
+                ("first 4 kept, made \\n", (0, 1, 2, 3), with_newlines)]
     stream_rows = []
-    for name, allowed in settings.items():
-        loss, _ = losses(model, stream, allowed=allowed)
-        stream_rows.append({"setting": name, "perplexity": math.exp(loss.mean().item()),
-                            "perplexity_past_cache": math.exp(loss[args.cache:].mean().item())})
-        print(f"{name:>18}: perplexity {stream_rows[-1]['perplexity']:9.3f}, past the cache "
-              f"{stream_rows[-1]['perplexity_past_cache']:9.3f}", flush=True)
+    for name, kept, tokens in settings:
+        allowed = None if kept is None else window_keeping(length, args.cache, kept)
+        loss, _ = losses(model, tokens, allowed=allowed)
+        stream_rows.append({"setting": name, "kept": None if kept is None else list(kept),
+                            "perplexity": math.exp(loss.mean().item()),
+                            "perplexity_past_cache": math.exp(loss[args.cache:].mean().item()),
+                            "perplexity_late": math.exp(loss[args.late:].mean().item())})
+        print(f"{name:>24}: perplexity {stream_rows[-1]['perplexity']:9.3f}, past the cache "
+              f"{stream_rows[-1]['perplexity_past_cache']:9.3f}, late "
+              f"{stream_rows[-1]['perplexity_late']:9.3f}", flush=True)
 
     result = {"machine": at_start, "wall_seconds": round(time.monotonic() - started),
               "model": "smollm2", "text": "attnlib.trained.reference_text()",
-              "check": check, "tokens": args.tokens, "scale": scale_rows, "temperature": temperature_rows,
-              "stream_tokens": length, "cache": args.cache, "sinks": args.sinks, "stream": stream_rows}
+              "check": check, "d_k": d_k, "d_model": c.hidden_size, "tokens": args.tokens, "scale": scale_rows, "temperature": temperature_rows,
+              "stream_tokens": length, "cache": args.cache, "late": args.late, "stream": stream_rows}
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.output} in {result['wall_seconds']} s")
 
