@@ -56,7 +56,7 @@ from install_cells import repository  # noqa: E402
 from jupyter_edition import Book, Converter, book_url  # noqa: E402
 
 import attnlib  # noqa: E402
-from attnlib.exercises.assignment import answer_name  # noqa: E402
+from attnlib.book.exercises.assignment import answer_name  # noqa: E402
 
 OTTER_VERSION = "7.0.0"
 # The identity of the reference notebook (autograder/NN_topic.ipynb): its numbers are this
@@ -79,13 +79,13 @@ def _test(name: str, points: int, hidden: bool, arguments: str, body: str) -> di
 
 
 def _without_practice_check(markdown: str) -> str:
-    """The exercise's text without its sentences that send the student to ``attnlib.exercises.check``,
+    """The exercise's text without its sentences that send the student to ``attnlib.book.exercises.check``,
     which knows the book's numbers only and so calls a right answer to the course's numbers wrong."""
     paragraphs = []
     for paragraph in markdown.split("\n\n"):
-        if "attnlib.exercises.check(" in paragraph:
+        if "attnlib.book.exercises.check(" in paragraph:
             paragraph = " ".join(sentence for sentence in _SENTENCE_END.split(paragraph)
-                                 if "attnlib.exercises.check(" not in sentence)
+                                 if "attnlib.book.exercises.check(" not in sentence)
         paragraphs.append(paragraph)
     return "\n\n".join(paragraphs)
 
@@ -119,10 +119,10 @@ def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict 
     if not catalogue.graded(exercise, bank):
         cells = [
             _cell("markdown", heading + "\n\n**Practice, no points.** The book's solutions answer this exercise "
-                                        "with the book's numbers; `attnlib.exercises.check` says whether your "
+                                        "with the book's numbers; `attnlib.book.exercises.check` says whether your "
                                         "answer is right."),
             _cell("code", f"# {exercise.label}: {exercise.checks}\n{name} = ...\n"
-                          f"attnlib.exercises.check({exercise.label!r}, {name})"),
+                          f"attnlib.book.exercises.check({exercise.label!r}, {name})"),
         ]
     else:
         task = bank.tasks[exercise.label]
@@ -137,7 +137,7 @@ def question_cells(exercise: catalogue.Exercise, bank: tasks.Bank, params: dict 
             _cell("raw", "# BEGIN TESTS"),
             # the form of the answer, which the hidden test requires too, and no value
             _test(f"test_{name}_is_answered", 0, False, name,
-                  f"    from attnlib.exercises.assignment import form_problem, is_answered\n"
+                  f"    from attnlib.book.exercises.assignment import form_problem, is_answered\n"
                   f"    assert is_answered({name}), 'replace ... in {name} by your answer, without NaN'\n"
                   f"    problem = form_problem({name}, {form!r})\n"
                   f"    assert problem is None, '{name} ' + problem"),
@@ -291,8 +291,8 @@ def master_notebook(chapter: str, found: list[catalogue.Exercise], bank: tasks.B
              _cell("code", install_source(ref)),
              # otter's own first cell would import otter before the cell above installs it, and otter's
              # Notebook cannot check or export in Colab: attnlib's stands in for it there
-             _cell("code", f"import attnlib.exercises.assignment\n"
-                           f"grader = attnlib.exercises.assignment.notebook({chapter + '.ipynb'!r})"),
+             _cell("code", f"import attnlib.book.exercises.assignment\n"
+                           f"grader = attnlib.book.exercises.assignment.notebook({chapter + '.ipynb'!r})"),
              *([_cell("code", student_cell(student))] if student else []),
              _cell("code", tasks.setup_code(chapter[:2]))]
     converter = Converter(book, f"{catalogue.CHAPTERS.relative_to(ROOT).as_posix()}/{chapter}", book_url())

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import page_math
 import tasks
-from attnlib import exercises
+from attnlib.book import exercises
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))

@@ -88,7 +88,7 @@ def decode(data: dict):
 
 def form_of(reference) -> dict:
     """The kind of ``reference`` (what ``decode`` gives) without its values, for the visible test:
-    ``attnlib.exercises.assignment.form_problem`` checks an answer against it."""
+    ``attnlib.book.exercises.assignment.form_problem`` checks an answer against it."""
     if isinstance(reference, tuple):
         return {"kind": "tuple", "items": [form_of(item) for item in reference]}
     if isinstance(reference, sp.Basic):

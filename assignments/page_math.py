@@ -1,6 +1,6 @@
 """The checkers' prompts typeset for the instructor page.
 
-A prompt (``attnlib.exercises.CHECKERS[label].prompt``) is what a student reads in a terminal or
+A prompt (``attnlib.book.exercises.CHECKERS[label].prompt``) is what a student reads in a terminal or
 a notebook's output, so it is written in plain text: "Var(q . k)", "sigma_q = 2", "1/sqrt(d)".
 The book renders MyST, so the instructor page shows the same prompt with its math typeset and its
 Python names as code. :func:`typeset` rewrites one prompt for the page; nothing else reads it,

@@ -33,10 +33,11 @@ import numpy as np
 import sympy as sp
 import torch
 import attnlib
-import attnlib.exercises
-from attnlib import montecarlo as mc, stored_results, tiled
+import attnlib.book.exercises
+from attnlib import tiled
+from attnlib.book import montecarlo as mc, stored_results
 from attnlib.heads import MultiHeadAttention, kv_cache_bytes
-from attnlib.theory import online_softmax, variance"""
+from attnlib.book.theory import online_softmax, variance"""
 
 CHAPTER_SETUP = {
     "01": """\
@@ -45,7 +46,7 @@ Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float
 K = torch.tensor([[1.0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.float64)
 V = torch.tensor([[1.0, 0], [0, 1], [1, 1]], dtype=torch.float64)""",
     "10": """\
-from attnlib.theory import backward, softmax as softmax_theory
+from attnlib.book.theory import backward, softmax as softmax_theory
 # Chapter 1's worked example, whose backward pass the chapter follows
 Q = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
 K = torch.tensor([[1.0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]], dtype=torch.float64)

@@ -427,7 +427,7 @@ def _for_each_block(work, starts: range, device: torch.device) -> None:
     process-wide, so it is 1 during the call and restored afterwards. With
     one core or one block, on other devices, or while a torch dispatch mode
     watches the operations (modes are per thread; see
-    :mod:`attnlib.intermediates`), the blocks run in order in this thread.
+    :mod:`attnlib.book.intermediates`), the blocks run in order in this thread.
     """
     cores = torch.get_num_threads()
     watched = torch._C._len_torch_dispatch_stack() > 0

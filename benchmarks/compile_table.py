@@ -13,7 +13,7 @@ d, block sizes, warps, stages, registers, spills, shared memory, the
 tensor-core instruction and the number of hardware exp2 instructions
 (``ex2.approx``), asynchronous copies (``cp.async``) and TMA copies
 (``cp.async.bulk.tensor``) in the PTX, and writes
-``attnlib/results/compile_table.json`` with the Triton, PyTorch and Python
+``attnlib/book/results/compile_table.json`` with the Triton, PyTorch and Python
 versions, the date of each section (``dates``; ``machine.date`` is that of
 ``rows``) and a PTX excerpt for Chapter 9.
 
@@ -31,7 +31,8 @@ import platform
 import torch
 import triton
 
-from attnlib import fused, stored_results
+from attnlib import fused
+from attnlib.book import stored_results
 from attnlib.fused import compile_report as fused_compile
 
 RESULTS = stored_results.RESULTS / "compile_table.json"

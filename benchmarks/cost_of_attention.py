@@ -9,7 +9,7 @@ a fresh process (see ``measure.py``): time per call (median and best of the
 repeats) and peak extra memory. The methods take turns at each size so that
 a busy spell on a shared machine does not fall on one of them only. Prints
 the table with tiled's ratios to torch and naive and writes
-``attnlib/results/cost_of_attention.json`` with the machine and date.
+``attnlib/book/results/cost_of_attention.json`` with the machine and date.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pathlib
 
 from measure import METHODS, machine, measure
 
-from attnlib import stored_results
+from attnlib.book import stored_results
 
 RESULTS = stored_results.RESULTS / "cost_of_attention.json"
 HEADS = 8

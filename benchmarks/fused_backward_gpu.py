@@ -30,7 +30,7 @@ entry) must be within ``ERROR_FACTOR`` times flash's own error plus
 fails the check, or raises, is reported and not timed; its peers are timed.
 
 It prints TFLOP/s with the fused/flash and fused/cudnn ratios, and writes
-JSON (default ``attnlib/results/fused_backward_gpu_<gpu>.json``) after each
+JSON (default ``attnlib/book/results/fused_backward_gpu_<gpu>.json``) after each
 point, so a run cut short keeps what it measured; ``--budget`` starts no
 point after that many seconds. After an error that leaves the CUDA context
 unusable, the points left are listed as not measured and it exits with

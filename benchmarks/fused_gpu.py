@@ -26,7 +26,7 @@ accepts that (``<backend>_gqa`` True in the JSON), else K and V repeated to
 32 heads (``<backend>_gqa`` False), which it then reads four times over.
 
 It prints tables with the fused/flash and fused/cudnn ratios and writes
-JSON (default ``attnlib/results/fused_gpu_<gpu>.json``) with the GPU's name,
+JSON (default ``attnlib/book/results/fused_gpu_<gpu>.json``) with the GPU's name,
 the driver, the versions, the attnlib commit (``ATTNLIB_COMMIT``
 where set, else ``git``'s), the date and the tiles the autotuner picked, after
 every point, so a run cut short keeps what it measured; ``--budget`` starts
@@ -58,7 +58,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attnlib import fused, stored_results
+from attnlib import fused
+from attnlib.book import stored_results
 
 TOKENS, MODEL_WIDTH = 16384, 2048
 LENGTHS = (1024, 2048, 4096, 8192, 16384)
@@ -303,7 +304,7 @@ def sweep_arguments(description: str, gpu: Scale, output_name: str, argv=None) -
     parser.add_argument("--budget", type=float, default=None,
                         help="start no point after this many seconds (the points already measured are kept)")
     parser.add_argument("--output", type=pathlib.Path, default=None,
-                        help=f"where to write the JSON (default: attnlib/results/{output_name}_<gpu>.json)")
+                        help=f"where to write the JSON (default: attnlib/book/results/{output_name}_<gpu>.json)")
     parser.add_argument("--dry-run", action="store_true",
                         help="on the CPU, the kernels in Triton's interpreter, tiny shapes, timed with a clock")
     parsed = parser.parse_args(argv)

@@ -22,7 +22,7 @@ backward passes together of
 and reports each time, the fused time relative to its own at W = S (the
 work's share is about ``(W + tile) / (S / 2)``), and the ratios fused/sdpa_mask
 and fused/flex. Each fused output is checked against sdpa_mask's first. Writes
-JSON (default ``attnlib/results/fused_window_gpu_<gpu>.json``) after every
+JSON (default ``attnlib/book/results/fused_window_gpu_<gpu>.json``) after every
 point, as ``benchmarks/fused_gpu.py`` does, whose helpers it uses; ``--budget``
 starts no point after that many seconds. ``--dry-run`` runs the same sweep on
 the CPU, the kernels in Triton's interpreter, on tiny shapes, timed with a
@@ -150,7 +150,7 @@ def arguments(argv=None) -> argparse.Namespace:
     parser.add_argument("--budget", type=float, default=None,
                         help="start no point after this many seconds (the points already measured are kept)")
     parser.add_argument("--output", type=pathlib.Path, default=None,
-                        help="where to write the JSON (default: attnlib/results/fused_window_gpu_<gpu>.json)")
+                        help="where to write the JSON (default: attnlib/book/results/fused_window_gpu_<gpu>.json)")
     parser.add_argument("--dry-run", action="store_true",
                         help="on the CPU, the kernels in Triton's interpreter, tiny shapes, timed with a clock")
     options = parser.parse_args(argv)

@@ -2,13 +2,13 @@
 
     python benchmarks/montecarlo_sweep.py
 
-Runs attnlib.montecarlo.sweep with CHAPTER_SWEEP (4 distributions, d_k = 1 ... 1024,
+Runs attnlib.book.montecarlo.sweep with CHAPTER_SWEEP (4 distributions, d_k = 1 ... 1024,
 20 000 pairs each), as the chapter does. Measures the wall-clock and CPU time, the
 peak of the memory tracemalloc traces during the sweep (NumPy's arrays, which
 are the estimator's working memory, and Python objects, including modules
 imported on first use) and the process's peak resident memory (interpreter and
 libraries included). Prints them with the largest relative deviation of
-Var/d_k from 1 and its 95% interval, and writes attnlib/results/montecarlo_sweep.json
+Var/d_k from 1 and its 95% interval, and writes attnlib/book/results/montecarlo_sweep.json
 with the machine and date.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tracemalloc
 
 from measure import machine
 
-from attnlib import montecarlo, stored_results
+from attnlib.book import montecarlo, stored_results
 
 RESULTS = stored_results.RESULTS / "montecarlo_sweep.json"
 

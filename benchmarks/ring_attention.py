@@ -17,7 +17,7 @@ Each repetition takes the slower rank (a step ends when both have), each
 quantity its best repetition. A line ``t = alpha + bytes / beta`` fitted to
 the transfers (least squares, neither term negative) gives gloo's latency
 and bandwidth on this machine. Writes
-``attnlib/results/ring_cpu_gloo.json`` with the machine and the date.
+``attnlib/book/results/ring_cpu_gloo.json`` with the machine and the date.
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ import torch
 from scipy.optimize import nnls
 import torch.distributed as dist
 
-from attnlib import stored_results, tiled
+from attnlib import tiled
+from attnlib.book import stored_results
 from attnlib.distributed import pass_around, ring_attention, run_on_local_ring
 from attnlib.distributed.time_model import block_bytes, block_flops
 from measure import machine

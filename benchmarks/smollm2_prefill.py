@@ -5,14 +5,14 @@
 
 One process loads the checkpoint once per attention implementation (from the
 cache that ``attnlib.checkpoints`` keeps) and times a forward pass over the
-first ``n`` tokens of the book's reference text (``attnlib.trained``), under
+first ``n`` tokens of the book's reference text (``attnlib.book.trained``), under
 ``torch.no_grad``. The three implementations take turns call after call, the
 order alternating, so that a busy spell of a shared machine falls on all of
 them; each prints the median of its calls and attnlib's throughput as a
 fraction of sdpa's (``sdpa seconds / attnlib seconds``; 1.0 is parity), with
 the CPU, the thread count and the load average. attnlib runs ``backend="auto"``,
 which takes the tiled path at these lengths (the dispatch is printed).
-Writes ``attnlib/results/smollm2_prefill.json``.
+Writes ``attnlib/book/results/smollm2_prefill.json``.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ import time
 import torch
 
 import attnlib
-from attnlib import checkpoints, stored_results, trained
+from attnlib import checkpoints
+from attnlib.book import stored_results, trained
 from attnlib.integrations import transformers as hf_backend
 from measure import machine
 

@@ -6,7 +6,7 @@ Times ``attnlib.tiled.attention`` at n = 4096 (d = 64, 8 heads, float32)
 for every pair of query and key block sizes below. The pairs take turns,
 round after round, and each keeps its best time, so that a busy spell of a
 shared machine does not fall on one pair only. Writes
-``attnlib/results/tiled_block_sizes.json`` with the machine and date.
+``attnlib/book/results/tiled_block_sizes.json`` with the machine and date.
 ``DEFAULT_BLOCK_Q`` and ``DEFAULT_BLOCK_K`` in ``attnlib/tiled.py`` were
 chosen from this run.
 """
@@ -17,7 +17,8 @@ import time
 
 import torch
 
-from attnlib import stored_results, tiled
+from attnlib import tiled
+from attnlib.book import stored_results
 from measure import machine
 
 RESULTS = stored_results.RESULTS / "tiled_block_sizes.json"

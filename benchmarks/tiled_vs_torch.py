@@ -13,7 +13,7 @@ process on the same ``(1, 8, n, 64)`` inputs, taking turns call after call
 on both. Each prints the median of its calls and tiled's throughput as a
 fraction of torch's, ``torch seconds / tiled seconds`` (higher is better;
 1.0 is parity), with the CPU, the thread count and the load average. Writes
-``attnlib/results/tiled_vs_torch.json``, which Chapter 8's table reads.
+``attnlib/book/results/tiled_vs_torch.json``, which Chapter 8's table reads.
 
 The run begins by timing the naive and the tiled path on small problems,
 n = 64 to 1024 (forward, H = 8, d = 64, without and with the causal mask,
@@ -53,7 +53,8 @@ import torch
 import torch.nn.functional as F
 
 import attnlib
-from attnlib import stored_results, tiled
+from attnlib import tiled
+from attnlib.book import stored_results
 from measure import machine
 
 RESULTS = stored_results.RESULTS / "tiled_vs_torch.json"

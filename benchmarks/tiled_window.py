@@ -19,7 +19,7 @@ relative to the causal triangle's: the work the window leaves. A tile is the
 unit skipped, so below ``W`` of about one key block that count stops falling.
 
 Before timing, every case's tiled output is checked against torch's. Writes
-``attnlib/results/tiled_window.json`` (or ``--output``) with the machine,
+``attnlib/book/results/tiled_window.json`` (or ``--output``) with the machine,
 the versions, the commit and the date.
 """
 from __future__ import annotations
@@ -33,7 +33,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attnlib import stored_results, tiled, window_mask
+from attnlib import tiled, window_mask
+from attnlib.book import stored_results
 from attnlib.problem import check_problem
 from measure import machine
 from training_sweep import commit

@@ -25,7 +25,7 @@ on the Python Language Reference excerpt that ships with attnlib
   from dense attention) and over those from ``--late`` on (where every kept key, the
   middle ones included, is older than the window).
 
-Writes ``attnlib/results/trained_models.json`` (or ``--output``) with the machine, the
+Writes ``attnlib/book/results/trained_models.json`` (or ``--output``) with the machine, the
 versions, the commit and the date. The machine is a shared 2-core one: the sizes are
 modest (1024 and 2048 tokens) but answer the questions.
 """
@@ -40,7 +40,8 @@ import time
 
 import torch
 
-from attnlib import checkpoints, stored_results, trained
+from attnlib import checkpoints
+from attnlib.book import stored_results, trained
 from attnlib.integrations import probes
 from measure import machine
 from training_sweep import commit

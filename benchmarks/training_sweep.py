@@ -3,8 +3,8 @@
     python benchmarks/training_sweep.py              # the 72-run sweep, one worker per core
     python benchmarks/training_sweep.py controls     # the 66 control runs, one worker (~10-20 min)
 
-Trains :class:`attnlib.training.CopyTransformer` on the copy task
-(``attnlib.training.CopyTask()``: 16 random tokens of 16, a separator, the
+Trains :class:`attnlib.book.training.CopyTransformer` on the copy task
+(``attnlib.book.training.CopyTask()``: 16 random tokens of 16, a separator, the
 16 again) for every combination of
 
     scale rule  1/sqrt(d), 1, 1/d
@@ -24,13 +24,13 @@ claim was made) under the three rules; the values' width held at 64 while
 ``head_dim`` changes (is a wider head's advantage the scale or the
 capacity?); and the sweep's Pre-LN and no-LayerNorm runs with LeCun init
 again, now logging per-coordinate variances and weight norms.
-They are written to ``attnlib/results/training_controls.json``.
+They are written to ``attnlib/book/results/training_controls.json``.
 
-Writes ``attnlib/results/training_sweep.json``: the machine and date, the
+Writes ``attnlib/book/results/training_sweep.json``: the machine and date, the
 task, the training settings, and per run its configuration, the first
 logged step at which the copy loss is below each threshold in
 ``THRESHOLDS`` (None if never), and every curve of its
-:class:`attnlib.training.TrainingLog` every ``STORED_EVERY`` steps, to four
+:class:`attnlib.book.training.TrainingLog` every ``STORED_EVERY`` steps, to four
 significant digits.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ import time
 
 import torch
 
-from attnlib import stored_results, training
+from attnlib.book import stored_results, training
 from measure import machine
 
 RESULTS = {"sweep": stored_results.RESULTS / "training_sweep.json",

@@ -71,7 +71,7 @@ def pytest_addoption(parser):
 
 class SolutionCell(nbval.plugin.IPyNbCell):
     """A solution's code, run in its page's kernel after the page's cells, as a student who
-    copies it to the end of the chapter would: it must run, and ``attnlib.exercises.check``
+    copies it to the end of the chapter would: it must run, and ``attnlib.book.exercises.check``
     must not answer "not yet"."""
 
     def runtest(self):

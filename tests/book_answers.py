@@ -68,7 +68,7 @@ weights = torch.softmax(logits, dim=-1)
 jacobians = torch.diag_embed(weights) - weights[:, :, None] * weights[:, None, :]
 answer = (weights, jacobians.abs().sum(dim=(-2, -1)))""",
     "ex-04-sigmoid": """\
-from attnlib.theory import softmax as softmax_theory
+from attnlib.book.theory import softmax as softmax_theory
 Delta = sp.Symbol("Delta", real=True)
 sigma = 1 / (1 + sp.exp(-Delta / softmax_theory.T))
 answer = (sigma * (1 - sigma) / softmax_theory.T, math.log(199 + math.sqrt(199**2 - 1)))""",
@@ -237,13 +237,15 @@ answer = mask""",
     # Chapter 14: eager attention's own weights and hooks on the projections, where the
     # checkers measure through attnlib's probes
     "ex-14-sink-share": """\
-from attnlib import checkpoints, trained
+from attnlib import checkpoints
+from attnlib.book import trained
 model, tokenizer = checkpoints.load("smollm2")
 with torch.no_grad():
     weights = model(input_ids=trained.reference_tokens(tokenizer, 256), output_attentions=True).attentions
 answer = (14, 3, weights[14][0, 3, 1:, 0].mean().item())""",
     "ex-14-score-variance": """\
-from attnlib import checkpoints, trained
+from attnlib import checkpoints
+from attnlib.book import trained
 model, tokenizer = checkpoints.load("minilm")
 attention, captured = model.encoder.layer[2].attention.self, {}
 hooks = [getattr(attention, part).register_forward_hook(

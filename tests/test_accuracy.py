@@ -4,7 +4,7 @@ import math
 import torch
 
 import attnlib
-from attnlib.accuracy import float64_error
+from attnlib.book.accuracy import float64_error
 
 
 def test_the_reference_has_no_error_and_a_perturbation_is_measured_exactly():

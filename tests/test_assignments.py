@@ -32,8 +32,8 @@ import catalogue  # noqa: E402
 import grading  # noqa: E402
 import tasks  # noqa: E402
 
-import attnlib.exercises  # noqa: E402
-from attnlib.exercises.assignment import answer_name, is_answered  # noqa: E402
+import attnlib.book.exercises  # noqa: E402
+from attnlib.book.exercises.assignment import answer_name, is_answered  # noqa: E402
 
 EXAMPLE = tasks.load_bank(tasks.EXAMPLE_BANK)
 WITH_EXERCISES = [path.stem for path in catalogue.chapter_paths() if catalogue.chapter_exercises(path)]
@@ -159,13 +159,13 @@ def test_the_notebooks_hold_no_book_markup(chapter, built):
 
 @pytest.mark.parametrize("chapter", GRADED)
 def test_graded_questions_send_no_one_to_the_practice_checker(chapter, built):
-    """attnlib.exercises.check knows the book's numbers: for a course's numbers it would say "not yet"."""
+    """attnlib.book.exercises.check knows the book's numbers: for a course's numbers it would say "not yet"."""
     _, results = built
     notebook = json.loads((results[chapter] / "student" / f"{chapter}.ipynb").read_text())
     for cell in notebook["cells"]:
         source = "".join(cell["source"])
         if "**Your numbers.**" in source:
-            assert "attnlib.exercises.check(" not in source, source
+            assert "attnlib.book.exercises.check(" not in source, source
 
 
 def test_practice_exercises_carry_no_points_and_say_so(built):
@@ -176,10 +176,10 @@ def test_practice_exercises_carry_no_points_and_say_so(built):
     for exercise in catalogue.all_exercises():
         if exercise.checked and not catalogue.graded(exercise, EXAMPLE):
             assert rows[exercise.label][3] == "0", exercise.label
-            assert rows[exercise.label][5] == ("self-check" if attnlib.exercises.CHECKERS[exercise.label].self_check
+            assert rows[exercise.label][5] == ("self-check" if attnlib.book.exercises.CHECKERS[exercise.label].self_check
                                                else "practice"), exercise.label
             student = (results[exercise.chapter] / "student" / f"{exercise.chapter}.ipynb").read_text()
-            assert f"attnlib.exercises.check({exercise.label!r}" in student
+            assert f"attnlib.book.exercises.check({exercise.label!r}" in student
 
 
 def test_the_points_table_counts_the_written_answers(built):
@@ -444,7 +444,7 @@ def test_nothing_public_holds_a_private_banks_answers(private):
             for number in numbers:
                 assert len(str(number)) >= 7, "the bank draws numbers long enough to be found only as themselves"
                 assert not any(str(number) in text for text in texts), (label, number)
-            assert not attnlib.exercises.check(label, value).passed, label
+            assert not attnlib.book.exercises.check(label, value).passed, label
 
 
 # --- checked answer keys: what the build refuses -------------------------------------------------
@@ -817,7 +817,7 @@ def test_the_books_causal_tiles_solution_holds_for_every_block_shape(n, block_m,
     import io
 
     [exercise] = [e for e in catalogue.all_exercises() if e.label == "ex-09-causal-tiles"]
-    code = re.search(r"```python\n(.*?)```", exercise.solution, re.S).group(1).split("import attnlib.exercises")[0]
+    code = re.search(r"```python\n(.*?)```", exercise.solution, re.S).group(1).split("import attnlib.book.exercises")[0]
     book_numbers = "n, block_m, block_n = 1024, 128, 64"
     assert book_numbers in code
     namespace: dict = {}
@@ -844,7 +844,7 @@ def test_the_visible_check_passes_no_form_the_grader_refuses(task):
     """The visible test checks the answer's form (``form_problem``, from the reference's kind, no value in
     it): every natural container of a right answer passes it and the hidden test, and answers of another
     form fail both, so no check cell says "passed" for an answer the grader turns away for its form."""
-    from attnlib.exercises.assignment import form_problem
+    from attnlib.book.exercises.assignment import form_problem
 
     reference = grading.decode(grading.encode(tasks.run(task, task.params(COURSE_SEED))))
     form = grading.form_of(reference)

@@ -722,8 +722,8 @@ def test_search_results_quote_plain_text(html, tmp_path):
     assert not raw, "quotes with TeX or header text:\n" + "\n".join(q[:200] for q in raw)
 
 
-# The smallest text the book's figures are drawn with (attnlib/diagrams.py's labels, chapter 6's
-# tick labels; the house style's is 10 pt), at attnlib.plots' figure.dpi: a figure's own size is
+# The smallest text the book's figures are drawn with (attnlib/book/diagrams.py's labels, chapter 6's
+# tick labels; the house style's is 10 pt), at attnlib.book.plots' figure.dpi: a figure's own size is
 # its width at that resolution, which myst-nb writes inline (the PNG is stored at twice it).
 FIGURE_TEXT_PT = 9
 FIGURE_DPI = 100
@@ -753,7 +753,7 @@ def test_no_figure_is_drawn_with_text_smaller_than_the_legibility_test_assumes()
         named = re.findall(r"\b(?:fontsize|labelsize)\s*=\s*[\"']", text)
         assert not named, f"{name}: a named font size; give figures' text sizes in points"
     assert min(sizes) == FIGURE_TEXT_PT, f"the smallest figure text is {min(sizes)} pt in {sorted(sizes[min(sizes)])}"
-    assert '"figure.dpi": 100' in sources["attnlib/plots.py"] and FIGURE_DPI == 100
+    assert '"figure.dpi": 100' in sources["attnlib/book/plots.py"] and FIGURE_DPI == 100
 
 
 @pytest.mark.book

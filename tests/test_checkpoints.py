@@ -15,7 +15,8 @@ import sys
 import pytest
 import torch
 
-from attnlib import checkpoints, trained
+from attnlib import checkpoints
+from attnlib.book import trained
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import book_pages
-from attnlib import exercises
+from attnlib.book import exercises
 
 CHAPTERS = book_pages.notebooks()  # every chapter and section page, as _toc.yml lists them
 
@@ -107,7 +107,7 @@ def test_student_edition_drops_solutions_and_keeps_exercises(path):
     check_cells = ["".join(c["source"]) for c in student["cells"] if "student" in c["metadata"].get("tags", [])]
     assert len(check_cells) == len(checked)
     assert all(f"check({label!r}" in cell for label, cell in zip(checked, check_cells))
-    assert all("import attnlib.exercises\n" in cell for cell in check_cells)
+    assert all("import attnlib.book.exercises\n" in cell for cell in check_cells)
 
 
 def test_strip_solutions_keeps_what_follows():

@@ -6,8 +6,8 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from attnlib import exercises
-from attnlib.exercises.symbolic import as_expression
+from attnlib.book import exercises
+from attnlib.book.exercises.symbolic import as_expression
 
 d = sp.Symbol("d", positive=True)  # not the library's symbol: checkers match symbols by name
 

@@ -5,7 +5,7 @@ from statistics import NormalDist
 import numpy as np
 import sympy as sp
 
-from attnlib import exercises
+from attnlib.book import exercises
 
 
 def moment_interval_covers(scores, value, level=0.95):

@@ -5,7 +5,7 @@ import numpy as np
 import sympy as sp
 import torch
 
-from attnlib import exercises
+from attnlib.book import exercises
 
 
 def softmax(x):

@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from attnlib import exercises
+from attnlib.book import exercises
 
 
 def softmax(x):

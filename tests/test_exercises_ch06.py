@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from attnlib import exercises
+from attnlib.book import exercises
 from attnlib.heads import MultiHeadAttention
 
 

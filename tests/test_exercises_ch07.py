@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from attnlib import exercises, stored_results
+from attnlib.book import exercises, stored_results
 
 GIB = 2**30
 

@@ -3,9 +3,10 @@ import numpy as np
 import sympy as sp
 import torch
 
-from attnlib import exercises, tiled
-from attnlib.intermediates import largest_intermediate
-from attnlib.theory import online_softmax
+from attnlib import tiled
+from attnlib.book import exercises
+from attnlib.book.intermediates import largest_intermediate
+from attnlib.book.theory import online_softmax
 
 Z = sp.symbols("z0:3", real=True)
 V = sp.symbols("v0:3", real=True)

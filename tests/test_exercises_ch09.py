@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 
 import attnlib
-from attnlib import exercises, fused
+from attnlib import fused
+from attnlib.book import exercises
 
 
 def causal_tiles_by_brute_force(n=1024, block_m=128, block_n=64):

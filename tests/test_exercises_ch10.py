@@ -8,7 +8,7 @@ import pytest
 import sympy as sp
 import torch
 
-from attnlib import exercises
+from attnlib.book import exercises
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -162,7 +162,7 @@ def test_stored_bytes_names_the_mistake(wrong, hint):
 
 def _sweep_start(rule):
     # (|grad W_q| at step 0, tau) of the stored Adam run, seed 0, head_dim 256, LeCun, LayerNorm
-    sweep = json.loads((ROOT / "attnlib" / "results" / "training_sweep.json").read_text())
+    sweep = json.loads((ROOT / "attnlib" / "book" / "results" / "training_sweep.json").read_text())
     [r] = [r for r in sweep["runs"] if r["optimizer"] == "adam" and r["seed"] == 0
            and r["config"]["scale_rule"] == rule and r["config"]["head_dim"] == 256
            and r["config"]["init"] == "lecun" and r["config"]["layernorm"] and not r["config"]["qk_norm"]]

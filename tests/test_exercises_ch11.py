@@ -4,7 +4,8 @@ import math
 import numpy as np
 import torch
 
-from attnlib import exercises, stored_results, tiled
+from attnlib import tiled
+from attnlib.book import exercises, stored_results
 from attnlib.distributed import shard_positions
 
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import attnlib
-from attnlib import exercises, positions
+from attnlib import positions
+from attnlib.book import exercises
 
 
 def correlated_variance_ratios(angle_factor=2):

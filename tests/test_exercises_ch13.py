@@ -3,7 +3,7 @@ import sympy
 import torch
 
 import attnlib
-from attnlib import exercises
+from attnlib.book import exercises
 from attnlib.heads import kv_cache_bytes
 
 SCORES = [2.0, 1.0, 0.0, -1.0]

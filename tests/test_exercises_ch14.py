@@ -4,7 +4,8 @@ plausible mistakes."""
 import pytest
 import torch
 
-from attnlib import checkpoints, exercises, trained
+from attnlib import checkpoints
+from attnlib.book import exercises, trained
 
 needs = {name: pytest.mark.skipif(not checkpoints.available(name),
                                   reason=checkpoints.skipped(name, "the test"))

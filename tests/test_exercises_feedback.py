@@ -16,7 +16,7 @@ import sympy as sp
 import torch
 from IPython.core.formatters import DisplayFormatter
 
-from attnlib import exercises
+from attnlib.book import exercises
 from attnlib.heads import MultiHeadAttention
 
 import book_pages

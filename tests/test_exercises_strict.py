@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlib import exercises
+from attnlib.book import exercises
 from book_answers import book_answer
 
 # The review's probes: a checker that guesses, a Monte Carlo range or a few choices can pass

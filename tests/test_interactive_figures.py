@@ -4,7 +4,7 @@ Headless Chromium opens each chapter that holds a live figure, as built, at 1400
 wide; a driver appended to a copy of the page moves every control of the figure in turn
 (range inputs by their position, selects by value, checkboxes, buttons), and after each move
 reads what the figure shows: the numbers as text and, in data attributes, at full precision.
-The test recomputes every reading with attnlib (attnlib/live_figures.py) from the settings the
+The test recomputes every reading with attnlib (attnlib/book/live_figures.py) from the settings the
 page reports, which must be the ones the step asked for.
 
 Tolerance: shown full-precision values agree with attnlib's to 1e-9 (absolute, relative above 1);
@@ -33,8 +33,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from attnlib import live_figures
-from attnlib.seeded import SeededNormal
+from attnlib.book import live_figures
+from attnlib.book.seeded import SeededNormal
 from devtools_pipe import Browser
 from test_book import CHROMIUM, DESKTOP, ERROR_CATCHER, PHONE, PHONE_FRAME, needs_chromium
 

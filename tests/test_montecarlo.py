@@ -1,4 +1,4 @@
-"""attnlib.montecarlo: unbiased, calibrated, memory-bounded, deterministic, and strict about its input.
+"""attnlib.book.montecarlo: unbiased, calibrated, memory-bounded, deterministic, and strict about its input.
 
 True values come from closed forms written here: Var(q.k) = d and, for
 Gaussian coordinates, mu_4(q.k) = 3 d^2 + 6 d (so Var(S^2) = (mu_4 - (N-3)/(N-1) d^2)/N).
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attnlib import montecarlo as mc
+from attnlib.book import montecarlo as mc
 
 REPETITIONS = 300
 

@@ -22,7 +22,7 @@ def test_wheel_holds_every_module_and_leaves_torch_alone(tmp_path):
         names = set(archive.namelist())
         metadata = next(archive.read(n).decode() for n in names if n.endswith("METADATA"))
     modules = {p.relative_to(source).as_posix() for p in (source / "attnlib").rglob("*.py")}
-    modules |= {p.relative_to(source).as_posix() for p in (source / "attnlib" / "results").glob("*.json")}
+    modules |= {p.relative_to(source).as_posix() for p in (source / "attnlib" / "book" / "results").glob("*.json")}
     assert modules <= names, f"missing from the wheel: {sorted(modules - names)}"
     requirements = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert requirements and not any("torch" in line and "extra" not in line for line in requirements)

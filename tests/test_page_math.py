@@ -10,7 +10,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "assignments"))
 import page_math  # noqa: E402
 
-from attnlib import exercises  # noqa: E402
+from attnlib.book import exercises  # noqa: E402
 
 PROMPTS = {label: checker.prompt for label, checker in exercises.CHECKERS.items()}
 # what plain-text math looks like in a prompt: sqrt(...), a Greek name, a subscript, an arrow

@@ -1,4 +1,4 @@
-"""attnlib.plots: the house style applies outside a notebook, and heatmaps number rows as asked."""
+"""attnlib.book.plots: the house style applies outside a notebook, and heatmaps number rows as asked."""
 import itertools
 
 import matplotlib
@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attnlib import plots  # noqa: E402
+from attnlib.book import plots  # noqa: E402
 
 
 def test_house_style_outside_a_notebook():
@@ -77,7 +77,7 @@ def test_heatmap_numbers_rows_and_columns_from_first_index():
 
 
 def test_diagrams_draw_every_box():
-    from attnlib import diagrams
+    from attnlib.book import diagrams
 
     fig, (steps, tiles) = plt.subplots(2, 1)
     diagrams.four_steps(steps)
@@ -90,7 +90,7 @@ def test_diagrams_draw_every_box():
 
 
 def test_gpu_memory_diagram_has_three_levels_and_their_contents():
-    from attnlib import diagrams
+    from attnlib.book import diagrams
 
     fig, ax = plt.subplots()
     diagrams.gpu_memory(ax)

@@ -211,7 +211,7 @@ def test_alibi_rejects_bad_input_by_name(kwargs, error, words):
 
 
 def test_sympy_rotated_score_equals_the_relative_form():
-    from attnlib.theory import positions as rope_theory
+    from attnlib.book.theory import positions as rope_theory
     assert rope_theory.relative_form_residual() == 0
 
 
@@ -224,7 +224,7 @@ def test_sympy_rotated_score_equals_the_relative_form():
 def test_sympy_moments_match_the_trace_formula(mean_q, cov_q, mean_k, cov_k):
     """For independent q, k: E[q^T R k] = a^T R b and
     Var = tr(R S_k R^T S_q) + a^T R S_k R^T a + b^T R^T S_q R b (a, b means; S covariances)."""
-    from attnlib.theory import positions as rope_theory
+    from attnlib.book.theory import positions as rope_theory
     mean, variance = rope_theory.rotated_score_moments(mean_q, cov_q, mean_k, cov_k)
     a, b = np.array(mean_q), np.array(mean_k)
     s_q, s_k = np.array(cov_q), np.array(cov_k)
@@ -237,6 +237,6 @@ def test_sympy_moments_match_the_trace_formula(mean_q, cov_q, mean_k, cov_k):
 
 
 def test_sympy_moments_refuse_a_polynomial_above_second_moments():
-    from attnlib.theory import positions as rope_theory
+    from attnlib.book.theory import positions as rope_theory
     with pytest.raises(ValueError, match="moments above the second"):
         rope_theory._expectation(rope_theory.q1**3, [0, 0], np.eye(2), [0, 0], np.eye(2))

@@ -1,9 +1,9 @@
-"""attnlib.printing.fixed: the same text for values that differ by a few roundings."""
+"""attnlib.book.printing.fixed: the same text for values that differ by a few roundings."""
 import numpy as np
 import pytest
 import torch
 
-from attnlib.printing import fixed
+from attnlib.book.printing import fixed
 
 
 def test_values_a_few_roundings_apart_print_the_same():
@@ -48,7 +48,7 @@ def test_complex_values_are_refused():
 
 
 def test_a_table_prints_aligned_text_and_renders_as_html():
-    from attnlib.printing import Table
+    from attnlib.book.printing import Table
 
     table = Table(["arch", "regs", "tile"], [["sm_75", "124", "64x16"], ["sm_90", "79", "128x128"]])
     assert repr(table).splitlines() == ["arch   regs  tile",
@@ -60,7 +60,7 @@ def test_a_table_prints_aligned_text_and_renders_as_html():
 
 
 def test_a_table_caption_heads_the_text_and_the_html():
-    from attnlib.printing import Table
+    from attnlib.book.printing import Table
 
     table = Table(["n", "ratio"], [["1024", "1.29"]], caption="fused / flash, bf16 & fp16")
     assert repr(table).splitlines() == ["fused / flash, bf16 & fp16", "   n  ratio", "1024   1.29"]
@@ -68,7 +68,7 @@ def test_a_table_caption_heads_the_text_and_the_html():
 
 
 def test_a_table_refuses_a_row_of_the_wrong_length():
-    from attnlib.printing import Table
+    from attnlib.book.printing import Table
 
     with pytest.raises(ValueError, match="3 cells"):
         Table(["a", "b", "c"], [["1", "2"]])

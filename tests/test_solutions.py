@@ -1,7 +1,7 @@
 """Every solution's code runs after its chapter, and every check it makes passes.
 
 A student who copies a solution into the chapter's notebook must get no
-error, and ``attnlib.exercises.check`` must call the solution correct. The
+error, and ``attnlib.book.exercises.check`` must call the solution correct. The
 solutions run under nbval, after their page's cells and in the page's kernel
 (chapters/conftest.py), so that one execution of each page serves both its
 stored outputs and its solutions; here, that every solution is one of nbval's items.

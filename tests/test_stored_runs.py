@@ -1,7 +1,7 @@
 """Looking runs up in the stored training sweeps by their settings."""
 import pytest
 
-from attnlib import stored_results, stored_runs
+from attnlib.book import stored_results, stored_runs
 
 
 @pytest.fixture(scope="module")

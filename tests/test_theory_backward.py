@@ -9,8 +9,8 @@ import torch
 
 import attnlib
 from attnlib import tiled
-from attnlib.intermediates import saved_for_backward
-from attnlib.theory import backward
+from attnlib.book.intermediates import saved_for_backward
+from attnlib.book.theory import backward
 
 
 def test_the_formulas_equal_sympys_derivative_of_symbolic_attention():
@@ -44,7 +44,7 @@ def test_jacobian_vector_product_needs_only_a_dot_product(n):
 
 def test_jacobian_vector_product_uses_chapter_4s_jacobian():
     # J dP with J from SymPy's own derivative of softmax, at a point: p * (dP - p.dP)
-    from attnlib.theory import softmax as softmax_theory
+    from attnlib.book.theory import softmax as softmax_theory
 
     z, g = [0.3, -1.2, 2.0], [0.5, 1.5, -0.25]
     jacobian = softmax_theory.jacobian(3).subs(dict(zip(softmax_theory.logits(3), z)))

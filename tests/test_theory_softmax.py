@@ -8,9 +8,9 @@ import sympy as sp
 import torch
 
 import attnlib
-from attnlib.theory import softmax as theory
-from attnlib.seeded import SeededNormal
-from attnlib.widgets import DIMS, SaturationDemo, draw_query_and_keys, saturation_summary
+from attnlib.book.theory import softmax as theory
+from attnlib.book.seeded import SeededNormal
+from attnlib.book.widgets import DIMS, SaturationDemo, draw_query_and_keys, saturation_summary
 
 
 def numpy_softmax(x):

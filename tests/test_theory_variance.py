@@ -1,4 +1,4 @@
-"""attnlib.theory.variance against closed forms written here and against exact enumeration.
+"""attnlib.book.theory.variance against closed forms written here and against exact enumeration.
 
 The closed forms below are typed from the textbook formulas, not taken from
 the module; the enumerations count every sign pattern or every sample.
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from attnlib.theory import variance as v
+from attnlib.book.theory import variance as v
 
 d, mu_q, mu_k, sigma_q, sigma_k = v.d, v.mu_q, v.mu_k, v.sigma_q, v.sigma_k
 

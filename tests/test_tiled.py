@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import attnlib
 from attnlib import tiled
 from attnlib.problem import check_problem
-from attnlib.intermediates import largest_intermediate
+from attnlib.book.intermediates import largest_intermediate
 from reference import assert_as_accurate_as_naive, causal_allowed, max_error, randn, torch_sdpa_on_visible_rows
 
 TOL = {torch.float64: 1e-12, torch.float32: 2e-6}
@@ -409,7 +409,7 @@ def test_return_lse_non_bool_is_rejected():
 
 
 def test_sympy_merge_of_two_states_equals_the_union():
-    from attnlib.theory import online_softmax
+    from attnlib.book.theory import online_softmax
 
     for block_a, block_b in [(1, 1), (2, 3)]:
         proof = online_softmax.merge_proof(block_a, block_b)
@@ -420,7 +420,7 @@ def test_sympy_merge_of_two_states_equals_the_union():
 def test_sympy_merge_without_rescaling_does_not_vanish():
     import sympy as sp
 
-    from attnlib.theory import online_softmax
+    from attnlib.book.theory import online_softmax
 
     s1, s2, v1, v2 = sp.symbols("s1 s2 v1 v2", real=True)
     a, b = online_softmax.block_state([s1], [v1], s1), online_softmax.block_state([s2], [v2], s2)
@@ -432,7 +432,7 @@ def test_sympy_merge_agrees_with_numbers():
     import numpy as np
     import sympy as sp
 
-    from attnlib.theory import online_softmax
+    from attnlib.book.theory import online_softmax
 
     scores, values = [0.3, -1.2, 2.5], [1.0, -2.0, 0.5]
     s, v = sp.symbols("s1:4", real=True), sp.symbols("v1:4", real=True)

@@ -1,10 +1,11 @@
-"""attnlib.trained's measurements on inputs whose answers are known, and the probes in a model."""
+"""attnlib.book.trained's measurements on inputs whose answers are known, and the probes in a model."""
 import math
 
 import pytest
 import torch
 
-from attnlib import checkpoints, trained
+from attnlib import checkpoints
+from attnlib.book import trained
 
 
 def test_unit_variance_independent_queries_and_keys_give_a_ratio_near_one():

@@ -1,4 +1,4 @@
-"""attnlib.training: the copy task, the model's causality and init, the statistics, learning.
+"""attnlib.book.training: the copy task, the model's causality and init, the statistics, learning.
 
 Expected values are written out here (scale factors, the oracle's loss,
 the entropy of uniform weights) or estimated independently of the code
@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlib import training
-from attnlib.training import CopyTask, CopyTransformer, ModelConfig
+from attnlib.book import training
+from attnlib.book.training import CopyTask, CopyTransformer, ModelConfig
 
 
 def test_scale_rules_give_the_intended_factors():

@@ -419,11 +419,11 @@ def write_edition(out: pathlib.Path, book: Book, student: bool = False) -> dict[
     """Write every notebook page of the toc, converted, to ``out`` at its own path.
 
     ``student``: the student edition, without solutions and with a check cell after each checked
-    exercise (``attnlib.exercises.student_notebook``), converted the same way.
+    exercise (``attnlib.book.exercises.student_notebook``), converted the same way.
     Returns page -> its converter (counts and links).
     """
     if student:
-        from attnlib import exercises
+        from attnlib.book import exercises
     base, done = book_url(), {}
     for page in notebook_pages():
         notebook = json.loads((ROOT / f"{page}.ipynb").read_text())

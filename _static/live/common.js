@@ -5,14 +5,14 @@
  * placeholder is built and moved into the static figure ID (a matplotlib image with its
  * numbered caption), whose image it replaces on screen. Print, and a browser without
  * scripts, show the image. Nothing is loaded from anywhere: the book reads offline.
- * The numbers are checked against attnlib (attnlib/live_figures.py) by
+ * The numbers are checked against attnlib (attnlib/book/live_figures.py) by
  * tests/test_interactive_figures.py.
  */
 (function () {
   "use strict";
   const live = (window.attnlibLive = window.attnlibLive || { builders: {} });
 
-  /* mulberry32 and Box-Muller; the Python twin is attnlib/seeded.py (SeededNormal). */
+  /* mulberry32 and Box-Muller; the Python twin is attnlib/book/seeded.py (SeededNormal). */
   live.seededNormal = function (seed) {
     let state = seed >>> 0;
     function nextUint32() {

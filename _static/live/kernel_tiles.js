@@ -2,7 +2,7 @@
  * Controls: n, BLOCK_M, BLOCK_N, causal, the window's left reach.
  * A tile is skipped when none of its (query, key) pairs is allowed, computed with no mask
  * when all are (and it is a full tile of keys), and masked otherwise.
- * Python twin: attnlib.live_figures.tile_kinds (attnlib.causal_mask, attnlib.window_mask).
+ * Python twin: attnlib.book.live_figures.tile_kinds (attnlib.causal_mask, attnlib.window_mask).
  */
 (function () {
   "use strict";

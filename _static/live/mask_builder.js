@@ -1,7 +1,7 @@
 /* Chapter 5: build a mask and see which keys each query sees, and their weights.
  * Controls: queries L and keys S (1 to 8), causal (none, top-left, bottom-right), the window's
  * left and right reach, the keys that are not padding, and a sink logit.
- * Python twin: attnlib.live_figures.mask_builder_weights (attnlib.attention_weights).
+ * Python twin: attnlib.book.live_figures.mask_builder_weights (attnlib.attention_weights).
  */
 (function () {
   "use strict";

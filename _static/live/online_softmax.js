@@ -1,7 +1,7 @@
 /* Chapter 8: online softmax, one key block at a time, for one query and 16 keys.
  * Controls: the block size, the number of blocks read (a slider, and previous/next buttons).
  * Shows the running maximum m, the sum l, the correction exp(m_old - m_new), acc and acc / l.
- * Python twin: attnlib.live_figures.online_softmax_states (attnlib.tiled.attention).
+ * Python twin: attnlib.book.live_figures.online_softmax_states (attnlib.tiled.attention).
  */
 (function () {
   "use strict";

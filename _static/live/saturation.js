@@ -1,6 +1,6 @@
 /* Chapter 4: one query and eight keys, softmax with and without the 1/sqrt(d) scale.
  * Controls: the key width d (1 to 1024), the scaling switch, "draw again".
- * Python twin: attnlib.live_figures.saturation_state (attnlib.widgets.saturation_summary).
+ * Python twin: attnlib.book.live_figures.saturation_state (attnlib.book.widgets.saturation_summary).
  */
 (function () {
   "use strict";

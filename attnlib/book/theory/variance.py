@@ -473,7 +473,7 @@ def sample_variance_variance(fourth_central_moment, variance, n_samples):
     """Var(S^2) = (mu_4 - (N-3)/(N-1) sigma^4) / N for the unbiased sample variance S^2 of N draws.
 
     Works on numbers and on SymPy expressions. The confidence intervals of
-    attnlib.montecarlo put estimates of mu_4 and sigma^2 into it.
+    attnlib.book.montecarlo put estimates of mu_4 and sigma^2 into it.
     """
     return (fourth_central_moment - (n_samples - 3) * variance**2 / (n_samples - 1)) / n_samples
 

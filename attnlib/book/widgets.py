@@ -5,7 +5,7 @@ chapter also uses for its static figure; :class:`SaturationDemo` only wires
 it to ipywidgets (a ``d`` slider, a scaling toggle and a new-draw button).
 Its callback :meth:`SaturationDemo.update` needs no browser, so a test can
 drive it. Works in Jupyter and in Colab, whose built-in widget manager
-renders core ipywidgets. Its draws come from :class:`attnlib.seeded.SeededNormal`,
+renders core ipywidgets. Its draws come from :class:`attnlib.book.seeded.SeededNormal`,
 as do those of the HTML book's live version of the figure
 (``_static/live/saturation.js``), so the same seed shows the same draws in both.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attention import attention_weights
+from ..attention import attention_weights
 from .seeded import SeededNormal
 
 #: Key widths the slider offers: powers of two from 4 to 1024.
@@ -37,7 +37,7 @@ class SaturationSummary:
 def draw_query_and_keys(rng, dim: int, n_keys: int = 8):
     """Standard normal query ``(dim,)`` and keys ``(n_keys, dim)`` from ``rng``.
 
-    ``rng``: a NumPy generator or a :class:`attnlib.seeded.SeededNormal`.
+    ``rng``: a NumPy generator or a :class:`attnlib.book.seeded.SeededNormal`.
     """
     return rng.standard_normal(dim), rng.standard_normal((n_keys, dim))
 

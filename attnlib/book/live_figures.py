@@ -2,7 +2,7 @@
 
 The HTML book has four figures a reader moves in the page itself, with no
 kernel: plain JavaScript files in ``_static/live/`` (one per figure) that
-draw their inputs with the seeded generator of :mod:`attnlib.seeded`. Each
+draw their inputs with the seeded generator of :mod:`attnlib.book.seeded`. Each
 function here takes a figure's settings and returns the numbers that figure
 shows, computed by the library a chapter uses (``attention_weights``,
 ``tiled.attention``, the masks), so that a chapter can print them and
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import tiled
-from .attention import attention_weights
-from .masks import causal_mask, window_mask
+from .. import tiled
+from ..attention import attention_weights
+from ..masks import causal_mask, window_mask
 from .seeded import SeededNormal
 from .widgets import SaturationSummary, draw_query_and_keys, saturation_summary
 

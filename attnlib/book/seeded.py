@@ -36,7 +36,7 @@ class SeededNormal:
 
     ``standard_normal(shape)`` fills an array in row-major order, like
     NumPy's generators, so it can stand in for one
-    (:func:`attnlib.widgets.draw_query_and_keys` takes either).
+    (:func:`attnlib.book.widgets.draw_query_and_keys` takes either).
     """
 
     def __init__(self, seed: int):

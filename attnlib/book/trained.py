@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .attention import attention_weights
+from ..attention import attention_weights
 
 TEXT = Path(__file__).parent / "data" / "python_reference_excerpt.txt"
 #: the three sentences of Sentence-BERT's quickstart, whose similarities its documentation gives

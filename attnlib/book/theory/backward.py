@@ -25,7 +25,7 @@ from __future__ import annotations
 import sympy as sp
 import torch
 
-from ..naive import stable_softmax
+from ...naive import stable_softmax
 from . import softmax as softmax_theory
 
 #: The scale multiplying ``Q K^T`` (``1/sqrt(d)`` in practice), kept as a symbol.

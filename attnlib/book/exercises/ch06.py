@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from ..heads import MultiHeadAttention, kv_cache_bytes
+from ...heads import MultiHeadAttention, kv_cache_bytes
 from . import as_number, as_parts, checker
 
 _GIB = 2**30

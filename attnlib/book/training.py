@@ -45,7 +45,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .attention import attention_weights
+from ..attention import attention_weights
 
 SCALE_RULES = ("1/sqrt(d)", "1", "1/d")
 INITS = ("torch", "lecun")

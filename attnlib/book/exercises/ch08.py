@@ -2,7 +2,7 @@
 import numpy as np
 import sympy as sp
 
-from .. import tiled
+from ... import tiled
 from . import as_array, as_number, checker
 from .symbolic import as_expression
 

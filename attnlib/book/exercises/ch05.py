@@ -4,7 +4,7 @@ import math
 import numpy as np
 import torch
 
-from ..attention import scaled_dot_product_attention
+from ...attention import scaled_dot_product_attention
 from . import UnreadableAnswer, as_array, as_mask, as_number, as_parts, checker, compare
 
 

@@ -1,6 +1,6 @@
 """The results that ``benchmarks/`` scripts store, for the chapters to show.
 
-They live inside the package, in ``attnlib/results/``, so that an install
+They live inside the package, in ``attnlib/book/results/``, so that an install
 from git (Colab) carries them: a chapter never downloads anything.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
 def load(name: str) -> dict:
-    """The stored JSON ``attnlib/results/<name>``, with its ``machine`` and ``date``."""
+    """The stored JSON ``attnlib/book/results/<name>``, with its ``machine`` and ``date``."""
     path = RESULTS / name
     if not path.is_file():
         stored = sorted(p.name for p in RESULTS.glob("*.json"))

@@ -11,7 +11,8 @@ import functools
 
 import torch
 
-from .. import checkpoints, heads, trained
+from ... import checkpoints, heads
+from .. import trained
 from . import as_count, as_number, as_parts, checker
 
 SINK_TOKENS, VARIANCE_TOKENS = 256, 128
@@ -20,7 +21,7 @@ SINK_TOKENS, VARIANCE_TOKENS = 256, 128
 @functools.lru_cache(maxsize=None)
 def _recorded(name: str, count: int) -> tuple:
     """Every layer's call of ``name`` on the first ``count`` tokens of the reference text."""
-    from ..integrations import probes
+    from ...integrations import probes
 
     model, tokenizer = checkpoints.load(name)
     with torch.no_grad(), probes.probe(model) as calls:

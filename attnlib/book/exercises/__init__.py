@@ -2,7 +2,7 @@
 
 A student computes an answer in a notebook (in Colab or locally) and runs
 
-    attnlib.exercises.check("ex-01-row-two", answer)
+    attnlib.book.exercises.check("ex-01-row-two", answer)
 
 which prints whether the answer is right and, when it is not, names the likely
 mistake (the units, a factor of 2, the wrong head) without giving the value.
@@ -15,7 +15,7 @@ graded assignments with other numbers are built outside this package
 (``assignments/`` in the book's repository), so that nothing installed here
 answers them. Each checker is registered under the label of its exercise in the chapter,
 with a ``prompt`` that says what ``answer`` must be; the checkers of chapter
-NN live in ``attnlib/exercises/chNN.py`` and are registered on import.
+NN live in ``attnlib/book/exercises/chNN.py`` and are registered on import.
 
 :func:`student_notebook` turns a chapter into its student edition: no
 solutions, and a check cell after each exercise that has a checker. The
@@ -210,9 +210,9 @@ def strip_solutions(markdown: str) -> str:
 def _check_cell(label: str) -> dict:
     source = (
         f"# {label}: {CHECKERS[label].prompt}\n"
-        "import attnlib.exercises\n"
+        "import attnlib.book.exercises\n"
         "answer = ...\n"
-        f"attnlib.exercises.check({label!r}, answer)"
+        f"attnlib.book.exercises.check({label!r}, answer)"
     )
     return {"cell_type": "code", "id": f"check-{label}", "execution_count": None, "metadata": {"tags": ["student"]},
             "outputs": [], "source": source.splitlines(keepends=True)}

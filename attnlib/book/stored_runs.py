@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnlib import training
+from attnlib.book import training
 
 # what a stored config that predates a field means by it: the field's default
 _DEFAULTS = dataclasses.asdict(training.ModelConfig())

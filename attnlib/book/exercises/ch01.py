@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from ..attention import attention_weights, scaled_dot_product_attention
+from ...attention import attention_weights, scaled_dot_product_attention
 from . import as_array, as_parts, as_shape, checker, compare
 
 # The worked example of Chapter 1; query rows 1 and 2 are the chapter's own choice (rows count from 0).
