@@ -28,6 +28,16 @@ on the Python Language Reference excerpt that ships with attnlib
 Writes ``attnlib/book/results/trained_models.json`` (or ``--output``) with the machine, the
 versions, the commit and the date. The machine is a shared 2-core one: the sizes are
 modest (1024 and 2048 tokens) but answer the questions.
+
+    python benchmarks/trained_models.py windows         # a few minutes
+
+measures Section 14.2's tables on ``WINDOWS`` disjoint windows of the reference text (128
+tokens for MiniLM, 256 for SmolLM2; window 0 is the one the page measures live): per
+layer, the medians over its heads of the pooled ``Var(q.k)/d_k``, its within-row and
+between-row parts, the independent model's two terms, the coordinates' squared means and
+variances; for SmolLM2 the same before the rotary positions; for MiniLM the length of the
+queries' and keys' shared constant ``W beta + b`` against their mean. Writes
+``attnlib/book/results/trained_windows.json``.
 """
 from __future__ import annotations
 
@@ -52,17 +62,6 @@ CHECK_TOKENS, CHECK_FACTOR = 128, 0.8
 NEWLINE = "\n"
 
 
-def window_keeping(length: int, cache: int, kept: tuple = ()) -> torch.Tensor:
-    """Bool ``(L, L)``: a causal cache of ``cache`` keys per query, the keys at the positions
-    ``kept`` held for good once a query has reached them, the ``cache - len(kept)`` newest
-    the rest."""
-    i = torch.arange(length)[:, None]
-    j = torch.arange(length)[None, :]
-    held = torch.zeros(length, dtype=torch.bool)
-    held[list(kept)] = True
-    return (j <= i) & ((j > i - (cache - len(kept))) | held[None, :])
-
-
 def losses(model, ids, **probe_arguments) -> torch.Tensor:
     """The cross-entropy of each next token, ``(L - 1,)``, in float64."""
     with torch.no_grad(), probes.probe(model, record=False, **probe_arguments):
@@ -70,8 +69,61 @@ def losses(model, ids, **probe_arguments) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits[0, :-1].double(), ids[0, 1:], reduction="none"), logits
 
 
+WINDOWS, WINDOW_TOKENS = 4, {"minilm": 128, "smollm2": 256}
+CAUSAL = {"minilm": False, "smollm2": True}
+
+
+def layer_medians(query, key, causal: bool) -> dict:
+    """One layer's medians over its heads of the statistics of Section 14.2."""
+    split = trained.score_variance_split(query, key, causal)
+    model = trained.independent_split(query, key)
+    q, k = trained.coordinate_statistics(query), trained.coordinate_statistics(key)
+    pooled = split["within"] + split["between"]
+    values = {"pooled": pooled, "within": split["within"], "between_share": split["between"] / pooled,
+              "independent_within": model["within"], "independent_between": model["between"],
+              "q_mean_squared": q["mean_squared"], "q_variance": q["variance"],
+              "k_mean_squared": k["mean_squared"], "k_variance": k["variance"]}
+    return {name: round(value.median().item(), 4) for name, value in values.items()}
+
+
+def windows() -> None:
+    """Section 14.2's statistics on disjoint windows of the reference text."""
+    from attnlib.integrations import probes
+
+    started = time.monotonic()
+    result = {"machine": {**machine(), "commit": commit(),
+                          "transformers": importlib.metadata.version("transformers")},
+              "windows": WINDOWS, "tokens": WINDOW_TOKENS, "models": {}}
+    for name, count in WINDOW_TOKENS.items():
+        model, tokenizer = checkpoints.load(name)
+        per_window = []
+        for ids in trained.reference_windows(tokenizer, count, WINDOWS):
+            with torch.no_grad(), probes.probe(model) as calls:
+                model(input_ids=ids[None])
+            layers = [layer_medians(c.query, c.key, CAUSAL[name]) for c in calls]
+            if name == "smollm2":
+                for layer, (query, key) in zip(layers, trained.before_rotation(model, ids[None])):
+                    layer.update({f"unrotated_{part}": value
+                                  for part, value in layer_medians(query, key, True).items()})
+            else:
+                for number, (layer, c) in enumerate(zip(layers, calls)):
+                    constants = trained.layernorm_constants(model, number)
+                    for part, x, constant in (("q", c.query, constants[0]), ("k", c.key, constants[1])):
+                        against = trained.mean_against_constant(x, constant)
+                        layer[f"{part}_constant_length"] = round(against["length"].median().item(), 4)
+                        layer[f"{part}_constant_cosine"] = round(against["cosine"].median().item(), 4)
+            per_window.append(layers)
+            print(f"{name}: window {len(per_window)} of {WINDOWS}", flush=True)
+        result["models"][name] = per_window
+    result["wall_seconds"] = round(time.monotonic() - started)
+    output = stored_results.RESULTS / "trained_windows.json"
+    output.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {output} in {result['wall_seconds']} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("part", nargs="?", choices=("perplexity", "windows"), default="perplexity")
     parser.add_argument("--tokens", type=int, default=1024)
     parser.add_argument("--stream-tokens", type=int, default=2048)
     parser.add_argument("--cache", type=int, default=256)
@@ -80,6 +132,8 @@ def main() -> None:
     parser.add_argument("--factors", default=",".join(map(str, FACTORS)))
     parser.add_argument("--output", type=pathlib.Path, default=stored_results.RESULTS / "trained_models.json")
     args = parser.parse_args()
+    if args.part == "windows":
+        return windows()
     started = time.monotonic()
     at_start = {**machine(), "commit": commit(),
                 "transformers": importlib.metadata.version("transformers"),
@@ -125,7 +179,7 @@ def main() -> None:
                 ("first 4 kept, made \\n", (0, 1, 2, 3), with_newlines)]
     stream_rows = []
     for name, kept, tokens in settings:
-        allowed = None if kept is None else window_keeping(length, args.cache, kept)
+        allowed = None if kept is None else trained.window_keeping(length, args.cache, kept)
         loss, _ = losses(model, tokens, allowed=allowed)
         stream_rows.append({"setting": name, "kept": None if kept is None else list(kept),
                             "perplexity": math.exp(loss.mean().item()),
