@@ -1,7 +1,8 @@
 """SmolLM2's perplexity against the attention scale, the temperature and StreamingLLM's caches.
 
-    python benchmarks/trained_models.py                 # about 20 min on 2 busy cores
-    python benchmarks/trained_models.py --tokens 1024 --stream-tokens 2048 --cache 256
+    python benchmarks/trained_models.py                 # the scale sweep
+    python benchmarks/trained_models.py streaming       # StreamingLLM's caches
+    python benchmarks/trained_models.py streaming --stream-tokens 2048 --cache 256 --late 1280
 
 Runs SmolLM2-135M-Instruct (``attnlib.checkpoints.load("smollm2")``, dequantised to fp32)
 on the Python Language Reference excerpt that ships with attnlib
@@ -19,15 +20,16 @@ on the Python Language Reference excerpt that ships with attnlib
   sliding window of ``--cache`` keys, and with windows of the same size that keep 1, 2 or 4
   keys for good and the newest others (StreamingLLM's setting): the first keys; as controls,
   four keys from early in the text but not the first (4-7) and four from its middle
-  (1000-1003); and the first four keys after the text's first four tokens are replaced by
+  (488-491 of 1024); and the first four keys after the text's first four tokens are replaced by
   "\n" (the paper's Table 1 control). Each cache is an explicit bool mask through attnlib.
   The loss is reported over the tokens past the first ``cache`` (where the windows differ
   from dense attention) and over those from ``--late`` on (where every kept key, the
   middle ones included, is older than the window).
 
-Writes ``attnlib/book/results/trained_models.json`` (or ``--output``) with the machine, the
-versions, the commit and the date. The machine is a shared 2-core one: the sizes are
-modest (1024 and 2048 tokens) but answer the questions.
+Writes ``attnlib/book/results/trained_models.json`` (the scale sweep) and
+``trained_streaming.json`` (the caches), each with the machine, the versions, the commit
+and the date. The machine is a shared 2-core one, loaded by other work: the sizes are
+modest (512 and 1024 tokens) but answer the questions.
 
     python benchmarks/trained_models.py windows         # a few minutes
 
@@ -121,25 +123,14 @@ def windows() -> None:
     print(f"wrote {output} in {result['wall_seconds']} s")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("part", nargs="?", choices=("perplexity", "windows"), default="perplexity")
-    parser.add_argument("--tokens", type=int, default=1024)
-    parser.add_argument("--stream-tokens", type=int, default=2048)
-    parser.add_argument("--cache", type=int, default=256)
-    parser.add_argument("--late", type=int, default=1280,
-                        help="the first token of the late span (past every kept key's window)")
-    parser.add_argument("--factors", default=",".join(map(str, FACTORS)))
-    parser.add_argument("--output", type=pathlib.Path, default=stored_results.RESULTS / "trained_models.json")
-    args = parser.parse_args()
-    if args.part == "windows":
-        return windows()
-    started = time.monotonic()
-    at_start = {**machine(), "commit": commit(),
-                "transformers": importlib.metadata.version("transformers"),
-                "gguf": importlib.metadata.version("gguf")}
-    model, tokenizer = checkpoints.load("smollm2")
+def stamp() -> dict:
+    return {**machine(), "commit": commit(), "transformers": importlib.metadata.version("transformers"),
+            "gguf": importlib.metadata.version("gguf")}
 
+
+def scale_sweep(args, model, tokenizer) -> dict:
+    """The perplexity against the attention scale and the output temperature."""
+    started, at_start = time.monotonic(), stamp()
     # one point the chapter recomputes live, on fewer tokens
     check_ids = trained.reference_tokens(tokenizer, CHECK_TOKENS)
     check = {"tokens": CHECK_TOKENS, "factor": CHECK_FACTOR,
@@ -159,7 +150,15 @@ def main() -> None:
         print(f"scale x {factor:5.2f}: perplexity {scale_rows[-1]['perplexity']:9.3f}", flush=True)
     temperature_rows = [{"temperature": t, "perplexity": trained.perplexity(factor_one_logits / t, ids)}
                         for t in TEMPERATURES]
+    return {"machine": at_start, "wall_seconds": round(time.monotonic() - started),
+            "model": "smollm2", "text": "attnlib.book.trained.reference_text()",
+            "check": check, "d_k": d_k, "d_model": c.hidden_size, "tokens": args.tokens,
+            "scale": scale_rows, "temperature": temperature_rows}
 
+
+def streaming(args, model, tokenizer) -> dict:
+    """StreamingLLM's caches and their controls."""
+    started, at_start = time.monotonic(), stamp()
     stream = trained.reference_tokens(tokenizer, args.stream_tokens)
     length = stream.shape[1]
     newline = tokenizer(NEWLINE, add_special_tokens=False)["input_ids"]
@@ -167,7 +166,7 @@ def main() -> None:
         raise ValueError(f"the tokenizer splits {NEWLINE!r} into {newline}, not one token")
     with_newlines = stream.clone()
     with_newlines[0, :4] = newline[0]
-    middle = length // 2 - 24  # 1000 for 2048 tokens
+    middle = length // 2 - 24
     # (name, kept positions, tokens): every cache but dense holds ``args.cache`` keys
     settings = [("dense", None, stream),
                 ("sliding window", (), stream),
@@ -188,13 +187,30 @@ def main() -> None:
         print(f"{name:>24}: perplexity {stream_rows[-1]['perplexity']:9.3f}, past the cache "
               f"{stream_rows[-1]['perplexity_past_cache']:9.3f}, late "
               f"{stream_rows[-1]['perplexity_late']:9.3f}", flush=True)
+    return {"machine": at_start, "wall_seconds": round(time.monotonic() - started),
+            "model": "smollm2", "text": "attnlib.book.trained.reference_text()",
+            "stream_tokens": length, "cache": args.cache, "late": args.late, "stream": stream_rows}
 
-    result = {"machine": at_start, "wall_seconds": round(time.monotonic() - started),
-              "model": "smollm2", "text": "attnlib.trained.reference_text()",
-              "check": check, "d_k": d_k, "d_model": c.hidden_size, "tokens": args.tokens, "scale": scale_rows, "temperature": temperature_rows,
-              "stream_tokens": length, "cache": args.cache, "late": args.late, "stream": stream_rows}
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.output} in {result['wall_seconds']} s")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("part", nargs="?", choices=("perplexity", "streaming", "windows"), default="perplexity")
+    parser.add_argument("--tokens", type=int, default=512)
+    parser.add_argument("--stream-tokens", type=int, default=1024)
+    parser.add_argument("--cache", type=int, default=128)
+    parser.add_argument("--late", type=int, default=640,
+                        help="the first token of the late span (past every kept key's window)")
+    parser.add_argument("--factors", default=",".join(map(str, FACTORS)))
+    args = parser.parse_args()
+    if args.part == "windows":
+        return windows()
+    model, tokenizer = checkpoints.load("smollm2")
+    run, name = {"perplexity": (scale_sweep, "trained_models.json"),
+                 "streaming": (streaming, "trained_streaming.json")}[args.part]
+    result = run(args, model, tokenizer)
+    output = stored_results.RESULTS / name
+    output.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {output} in {result['wall_seconds']} s")
 
 
 if __name__ == "__main__":
