@@ -215,13 +215,16 @@ def _no_scale_checker(answer):
     if checkpoints.missing("smollm2"):
         return False, checkpoints.skipped("smollm2", "checking")
     d_k = 64
-    if abs(value / _perplexity_at(float(d_k) ** 0.5) - 1) <= 2e-3:
-        return True, "the perplexity with unscaled scores matches."
+    # unscaled, the heads are near one-hot and the perplexity is ill-conditioned: fp32 sums in
+    # another order (eager attention against attnlib's) move it by about 3 per cent
+    tolerance = 0.05
+    if abs(value / _perplexity_at(float(d_k) ** 0.5) - 1) <= tolerance:
+        return True, "the perplexity with unscaled scores matches (to 5 per cent: see the solution)."
     mistakes = {1 / d_k ** 0.5: "that divides by sqrt(d_k) twice: with no scale the factor on the "
                                 "trained scale 1/sqrt(d_k) is sqrt(d_k).",
                 1.0: "that is the trained scale: remove the 1/sqrt(d_k) from every layer.",
                 float(d_k): "that multiplies by d_k: removing 1/sqrt(d_k) multiplies the scale by sqrt(d_k)."}
     for factor, message in mistakes.items():
-        if abs(value / _perplexity_at(factor) - 1) <= 2e-3:
+        if abs(value / _perplexity_at(factor) - 1) <= tolerance:
             return False, message
     return False, "the perplexity does not match; recheck the tokens (the first 128) and the scale."
