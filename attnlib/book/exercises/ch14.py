@@ -154,20 +154,6 @@ def _row_split_checker(answer):
 _STREAM_TOKENS, _STREAM_CACHE = 256, 64
 
 
-@functools.lru_cache(maxsize=None)
-def _stream_losses(kept: int, cache: int) -> torch.Tensor:
-    """SmolLM2's next-token losses on the first 256 tokens with a cache of ``cache`` keys that
-    keeps the first ``kept``."""
-    from ...integrations import probes
-
-    model, tokenizer = checkpoints.load("smollm2")
-    tokens = trained.reference_tokens(tokenizer, _STREAM_TOKENS)
-    with torch.no_grad(), probes.probe(model, record=False,
-                                       allowed=trained.sliding_window(_STREAM_TOKENS, cache, kept)):
-        logits = model(input_ids=tokens).logits
-    return torch.nn.functional.cross_entropy(logits[0, :-1].double(), tokens[0, 1:], reduction="none")
-
-
 @checker("ex-14-streaming",
          "a tuple (kept, perplexity): a number of kept first keys (0, 1, 2 or 4) and SmolLM2's "
          "perplexity on the first 256 tokens of the chapter's reference text with a cache of 64 keys "
@@ -179,32 +165,32 @@ def _streaming_checker(answer):
         return False, f"kept should be 0, 1, 2 or 4, got {kept}"
     if checkpoints.missing("smollm2"):
         return False, checkpoints.skipped("smollm2", "checking")
+    from ...integrations import probes
 
-    def perplexity(losses):
-        return float(torch.exp(losses.mean()))
+    model, tokenizer = checkpoints.load("smollm2")
+    tokens = trained.reference_tokens(tokenizer, _STREAM_TOKENS)
 
-    losses = _stream_losses(kept, _STREAM_CACHE)
-    if abs(value / perplexity(losses[_STREAM_CACHE:]) - 1) <= 2e-3:
+    def losses(cache):
+        allowed = trained.sliding_window(_STREAM_TOKENS, cache, kept)
+        with torch.no_grad(), probes.probe(model, record=False, allowed=allowed):
+            logits = model(input_ids=tokens).logits
+        return torch.nn.functional.cross_entropy(logits[0, :-1].double(), tokens[0, 1:], reduction="none")
+
+    def close(part):
+        return abs(value / float(torch.exp(part.mean())) - 1) <= 2e-3
+
+    measured = losses(_STREAM_CACHE)
+    if close(measured[_STREAM_CACHE:]):
         return True, "the perplexity matches."
-    if abs(value / perplexity(losses) - 1) <= 2e-3:
+    if close(measured):
         return False, ("that averages over every token; the caches differ from dense attention only "
                        "past the first 64, so average over those.")
-    if kept and abs(value / perplexity(_stream_losses(kept, _STREAM_CACHE + kept)[_STREAM_CACHE:]) - 1) <= 2e-3:
+    if kept and close(losses(_STREAM_CACHE + kept)[_STREAM_CACHE:]):
         return False, "the kept keys count in the cache: keep the newest 64 - kept besides them."
     return False, "the perplexity does not match; recheck the mask (causal, the window, the kept keys)."
 
 
 _NO_SCALE_TOKENS = 128
-
-
-@functools.lru_cache(maxsize=None)
-def _perplexity_at(factor: float) -> float:
-    from ...integrations import probes
-
-    model, tokenizer = checkpoints.load("smollm2")
-    tokens = trained.reference_tokens(tokenizer, _NO_SCALE_TOKENS)
-    with torch.no_grad(), probes.probe(model, record=False, scale_factor=factor):
-        return trained.perplexity(model(input_ids=tokens).logits, tokens)
 
 
 @checker("ex-14-no-scale",
@@ -214,17 +200,27 @@ def _no_scale_checker(answer):
     value = as_number(answer, "answer")
     if checkpoints.missing("smollm2"):
         return False, checkpoints.skipped("smollm2", "checking")
-    d_k = 64
+    from ...integrations import probes
+
+    model, tokenizer = checkpoints.load("smollm2")
+    tokens = trained.reference_tokens(tokenizer, _NO_SCALE_TOKENS)
+    d_k = model.config.hidden_size // model.config.num_attention_heads
     # unscaled, the heads are near one-hot and the perplexity is ill-conditioned: fp32 sums in
     # another order (eager attention against attnlib's) move it by about 3 per cent
     tolerance = 0.05
-    if abs(value / _perplexity_at(float(d_k) ** 0.5) - 1) <= tolerance:
+
+    def matches(factor):
+        with torch.no_grad(), probes.probe(model, record=False, scale_factor=factor):
+            expected = trained.perplexity(model(input_ids=tokens).logits, tokens)
+        return abs(value / expected - 1) <= tolerance
+
+    if matches(d_k ** 0.5):
         return True, "the perplexity with unscaled scores matches (to 5 per cent: see the solution)."
     mistakes = {1 / d_k ** 0.5: "that divides by sqrt(d_k) twice: with no scale the factor on the "
                                 "trained scale 1/sqrt(d_k) is sqrt(d_k).",
                 1.0: "that is the trained scale: remove the 1/sqrt(d_k) from every layer.",
                 float(d_k): "that multiplies by d_k: removing 1/sqrt(d_k) multiplies the scale by sqrt(d_k)."}
     for factor, message in mistakes.items():
-        if abs(value / _perplexity_at(factor) - 1) <= tolerance:
+        if matches(factor):
             return False, message
     return False, "the perplexity does not match; recheck the tokens (the first 128) and the scale."
