@@ -1,23 +1,26 @@
-"""The book shows the Triton cells of Chapter 9 without their first line, `%%needs_triton`.
+"""The book shows the Triton cells of Chapter 9 without their first line, `%%needs_triton`,
+and the checkpoint cells of Chapter 14 without theirs, `%%needs_checkpoints NAMES: what`.
 
-That cell magic (defined in the chapter's collapsed setup cell) lets a cell run only where
-Triton is installed, and say in one line that it skipped elsewhere (macOS, Windows): it is
-for a reader who runs the notebook, not for one who reads the book, whose outputs were made
-with Triton. The notebook keeps the line; only the rendered listing drops it.
+Those cell magics (defined in the chapter's collapsed setup cell, and in
+`attnlib.checkpoints`) let a cell run only where Triton, or the checkpoint packages, are
+installed, and say in one line that it skipped elsewhere: they are for a reader who runs
+the notebook, not for one who reads the book, whose outputs were made with them. The
+notebook keeps the line; only the rendered listing drops it.
 """
 from __future__ import annotations
 
 from docutils import nodes
 from sphinx.application import Sphinx
 
-GATE = "%%needs_triton\n"
+GATES = ("%%needs_triton", "%%needs_checkpoints")
 
 
 def drop_the_gate(app: Sphinx, doctree: nodes.document) -> None:
     for block in doctree.findall(nodes.literal_block):
         source = block.astext()
-        if source.startswith(GATE):
-            shown = source[len(GATE):]
+        first, _, rest = source.partition("\n")
+        if first.split(" ", 1)[0] in GATES:
+            shown = rest
             block.rawsource = shown
             block.children = [nodes.Text(shown)]
 

@@ -71,7 +71,8 @@ CHECKPOINTS = {
         module="all_minilm_l6_v2", file="model.zip",
         sha256="0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592",
         upstream="sentence-transformers/all-MiniLM-L6-v2",
-        authors="Nils Reimers and the sentence-transformers team, from Microsoft's MiniLM-L6-H384",
+        authors="Nils Reimers and the sentence-transformers team, fine-tuned from nreimers/MiniLM-L6-H384-uncased "
+                "(every second layer of Microsoft's MiniLM-L12-H384)",
         licence="Apache-2.0",
         architecture="BERT encoder: 6 layers, 12 heads of width 32, Post-LN, absolute positions",
         needs=("transformers",),

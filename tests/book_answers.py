@@ -271,6 +271,39 @@ pos = np.arange(512)[:, None]
 angles = pos / 10000.0 ** (np.arange(0, 512, 2) / 512)
 table = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(512, 512)
 answer = float((table.mean(0) ** 2).sum() / 256)""",
+    "ex-14-row-split": """\
+from attnlib import checkpoints
+from attnlib.book import trained
+model, tokenizer = checkpoints.load("minilm")
+attention, captured = model.encoder.layer[2].attention.self, {}
+hooks = [getattr(attention, part).register_forward_hook(
+    lambda module, inputs, output, part=part: captured.update({part: output})) for part in ("query", "key")]
+with torch.no_grad():
+    model(input_ids=trained.reference_tokens(tokenizer, 128))
+for hook in hooks:
+    hook.remove()
+q, k = (captured[part][0, :, 5 * 32:6 * 32].double() for part in ("query", "key"))
+scores = q @ k.T
+answer = (2, 5, scores.var(dim=1, unbiased=False).mean().item() / 32,
+          scores.mean(dim=1).var(unbiased=False).item() / 32)""",
+    "ex-14-streaming": """\
+from attnlib import checkpoints
+from attnlib.book import trained
+from attnlib.integrations import probes
+model, tokenizer = checkpoints.load("smollm2")
+tokens = trained.reference_tokens(tokenizer, 256)
+with torch.no_grad(), probes.probe(model, record=False, allowed=trained.sliding_window(256, 64, 4)):
+    logits = model(input_ids=tokens).logits
+losses = torch.nn.functional.cross_entropy(logits[0, :-1].double(), tokens[0, 1:], reduction="none")
+answer = (4, losses[64:].mean().exp().item())""",
+    "ex-14-no-scale": """\
+from attnlib import checkpoints
+from attnlib.book import trained
+from attnlib.integrations import probes
+model, tokenizer = checkpoints.load("smollm2")
+tokens = trained.reference_tokens(tokenizer, 128)
+with torch.no_grad(), probes.probe(model, record=False, scale_factor=8.0):
+    answer = trained.perplexity(model(input_ids=tokens).logits, tokens)""",
 }
 
 

@@ -101,3 +101,97 @@ def test_a_probes_scale_and_mask_are_those_of_the_model_changed_by_hand():
     assert calls == [] and model.config._attn_implementation == "eager"
     assert (probed - doubled).abs().max() < 1e-4 and (probed - plain).abs().max() > 1e-2
     assert (unmasked - plain).abs().max() < 1e-4
+
+
+def test_the_within_and_between_row_split_adds_up_and_a_key_mean_moves_only_the_between_part():
+    """A constant added to every key shifts each row by q_i . mu (softmax ignores it): the
+    within-row variance stays, the between-row variance grows, and the two add to the pooled."""
+    gen = torch.Generator().manual_seed(3)
+    q, k = torch.randn(2, 1, 2, 96, 16, generator=gen, dtype=torch.float64)
+    shifted = k + 3.0
+    for causal in (False, True):
+        before = trained.score_variance_split(q, k, causal)
+        after = trained.score_variance_split(q, shifted, causal)
+        pairs = int(trained.computed_pairs(96, causal).sum())
+        pooled = trained.score_variance_ratio(q, shifted, causal) * (pairs - 1) / pairs
+        assert torch.allclose(after["within"] + after["between"], pooled, rtol=1e-12)
+        assert torch.allclose(after["within"], before["within"], rtol=1e-12)
+        assert torch.all(after["between"] > 5 * before["between"])
+        w = trained.weights(q, k, 0.25, causal)
+        assert torch.allclose(trained.weights(q, shifted, 0.25, causal), w, atol=1e-12)
+
+
+def test_the_independent_split_matches_a_sample_with_key_means_and_sums_to_the_prediction():
+    """Coordinates N(2, 1): within-row (1 + 4) * 1 = 5 and between-row 1 * 4 = 4 a coordinate."""
+    gen = torch.Generator().manual_seed(4)
+    q = 2 + torch.randn(1, 2, 2048, 16, generator=gen, dtype=torch.float64)
+    k = 2 + torch.randn(1, 1, 2048, 16, generator=gen, dtype=torch.float64)
+    split = trained.independent_split(q, k)
+    assert torch.allclose(split["within"], torch.full((2,), 5.0, dtype=torch.float64), atol=0.3)
+    assert torch.allclose(split["between"], torch.full((2,), 4.0, dtype=torch.float64), atol=0.3)
+    assert torch.equal(split["within"] + split["between"], trained.independent_prediction(q, k))
+    measured = trained.score_variance_split(q, k, causal=False)
+    assert torch.allclose(measured["within"], split["within"], rtol=0.1)
+    assert torch.allclose(measured["between"], split["between"], rtol=0.15)
+
+
+def test_one_hot_rows_are_split_by_whether_their_top_key_is_the_first():
+    w = torch.zeros(1, 1, 4, 4, dtype=torch.float64)
+    w[0, 0, :, 0] = 1.0                    # rows 0-1 on the first key
+    w[0, 0, 2] = torch.tensor([0.0, 0.0, 1.0, 0.0])  # row 2 on itself
+    w[0, 0, 3] = 0.25                       # row 3 uniform
+    first, elsewhere = trained.one_hot_shares_by_top(w, causal=False)
+    assert (first.item(), elsewhere.item()) == (0.5, 0.25)
+    assert math.isclose(first.item() + elsewhere.item(), trained.one_hot_share(w, causal=False).item())
+    pattern = trained.top_key_pattern(w)
+    assert {kind: share.item() for kind, share in pattern.items()} == \
+        {"first": 2 / 3, "self": 1 / 3, "previous": 0.0, "elsewhere": 0.0}
+
+
+def test_a_window_keeping_any_positions_holds_the_cache_size():
+    allowed = trained.window_keeping(40, 8, (20, 21))
+    assert torch.equal(trained.window_keeping(40, 8, range(4)), trained.sliding_window(40, 8, 4))
+    assert allowed[30, [20, 21]].all() and allowed[30].sum() == 8 and not allowed[19, 20]
+    assert allowed.sum(-1).max() == 8
+    with pytest.raises(ValueError, match="kept must be fewer than cache=8 positions in \\[0, 40\\)"):
+        trained.window_keeping(40, 8, (45,))
+
+
+@pytest.mark.skipif(not checkpoints.available("smollm2"), reason=checkpoints.skipped("smollm2", "the test"))
+def test_queries_before_rotation_turn_into_the_probed_ones_by_rope():
+    """SmolLM2's q_proj output, rotated by the model's own rotary embedding, is what the probe
+    records; the position-0 query is not turned at all."""
+    from attnlib.integrations import probes
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    model, tokenizer = checkpoints.load("smollm2")
+    tokens = trained.reference_tokens(tokenizer, 12)
+    (q0, k0), *_ = trained.before_rotation(model, tokens)
+    with torch.no_grad(), probes.probe(model) as calls:
+        model(input_ids=tokens)
+    cos, sin = model.model.rotary_emb(q0, torch.arange(12)[None])
+    q, k = apply_rotary_pos_emb(q0, k0, cos, sin)
+    assert (q - calls[0].query).abs().max() < 1e-4 and (k - calls[0].key).abs().max() < 1e-4
+    assert torch.allclose(q0[..., 0, :], calls[0].query[..., 0, :])
+    assert not torch.allclose(q0[..., 5, :], calls[0].query[..., 5, :], atol=1e-3)
+
+
+@pytest.mark.skipif(not checkpoints.available("minilm"), reason=checkpoints.skipped("minilm", "the test"))
+def test_layernorm_constants_are_the_queries_of_a_token_whose_normalised_part_is_zero():
+    """A hidden state equal to the LayerNorm's beta (x_hat = 0) projects to W beta + b."""
+    model, tokenizer = checkpoints.load("minilm")
+    c_q, c_k = trained.layernorm_constants(model, 2)
+    beta = model.encoder.layer[1].output.LayerNorm.bias
+    attention = model.encoder.layer[2].attention.self
+    with torch.no_grad():
+        assert torch.allclose(c_q.flatten().float(), attention.query(beta), atol=1e-5)
+        assert torch.allclose(c_k.flatten().float(), attention.key(beta), atol=1e-5)
+    assert c_q.shape == (12, 32)
+    x = c_q[None, :, None].expand(1, 12, 5, 32)
+    same = trained.mean_against_constant(2 * x, c_q)
+    assert torch.allclose(same["length"], torch.full((12,), 0.5, dtype=torch.float64))
+    assert torch.allclose(same["cosine"], torch.ones(12, dtype=torch.float64))
+    windows = trained.reference_windows(tokenizer, 32, 3)
+    assert torch.equal(windows[:1], trained.reference_tokens(tokenizer, 32))
+    assert windows[:, 0].eq(tokenizer.cls_token_id).all() and windows[:, -1].eq(tokenizer.sep_token_id).all()
+    assert not torch.equal(windows[1, 1:-1], windows[2, 1:-1])

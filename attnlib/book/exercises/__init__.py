@@ -146,7 +146,12 @@ def as_mask(x, name: str, shape: tuple[int, ...]) -> np.ndarray:
 
 def as_parts(x, names: tuple[str, ...]) -> list[tuple[Any, str]]:
     """``(part, name)`` for each part of ``x``, which must be a tuple or list of exactly one part per name
-    (not a string, not an array, no extra part)."""
+    (not a string, no extra part); a 1-D array or tensor of one number per name is read as its entries,
+    as the graded course reads it."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    if isinstance(x, np.ndarray) and x.ndim == 1 and len(x) == len(names) and x.dtype.kind in "iuf":
+        x = list(x)
     if not isinstance(x, (tuple, list)) or len(x) != len(names):
         raise UnreadableAnswer(f"answer should be a tuple ({', '.join(names)}), got {_describe(x)}")
     return list(zip(x, names))

@@ -109,7 +109,7 @@ def _mup_widths(answer):
     got = as_array(answer, "answer", (len(_MUP_WIDTHS),))
     widths = np.array(_MUP_WIDTHS, dtype=float)
     expected = (1 / np.sqrt(widths)) / (8 / widths)
-    passed, message = compare("the five temperatures", got, expected, 1e-6)
+    passed, message = compare("the list of five temperatures", got, expected, 1e-6)
     if passed:
         return True, "muP's factor is the textbook one at d_k = 64 and differs from it by sqrt(d_k)/8 elsewhere."
     if np.allclose(got, 1 / expected, rtol=1e-6):

@@ -1,7 +1,7 @@
 """Checkers for the exercises of Chapter 14, Trained models.
 
-Two of them measure a trained checkpoint: they load it (``attnlib.checkpoints``), run it
-once on the chapter's reference text and keep what they measured for the next answer, so
+Most of them measure a trained checkpoint: they load it (``attnlib.checkpoints``), run it
+on the chapter's reference text and keep what they measured for the next answer, so
 that the first check takes seconds and later ones none. Without the checkpoint packages
 they say what to install instead of grading.
 """
@@ -116,3 +116,111 @@ def _kv_cache_checker(answer):
     if abs(gqa - mib(_KV_HEADS)) <= 0.01:
         return False, "the GQA cache matches; recheck MQA's, which keeps one key/value head."
     return False, "the GQA cache does not match; count layers, key/value heads, width, tokens."
+
+
+@checker("ex-14-row-split",
+         "a tuple (layer, head, within, between): a layer (0-5) and a head (0-11) of MiniLM, and the "
+         "within-row and between-row parts of that head's Var(q.k)/d_k over all query-key pairs, on "
+         "the first 128 tokens of the chapter's reference text")
+def _row_split_checker(answer):
+    layer, head, within, between = as_parts(answer, ("layer", "head", "within", "between"))
+    layer, head = as_count(*layer), as_count(*head)
+    within, between = as_number(*within), as_number(*between)
+    if checkpoints.missing("minilm"):
+        return False, checkpoints.skipped("minilm", "checking")
+    calls = _recorded("minilm", VARIANCE_TOKENS)
+    if layer >= len(calls) or head >= calls[0].query.shape[1]:
+        return False, f"layer should be 0 to {len(calls) - 1} and head 0 to {calls[0].query.shape[1] - 1}"
+    split = trained.score_variance_split(calls[layer].query, calls[layer].key, causal=False)
+    expected_within, expected_between = float(split["within"][head]), float(split["between"][head])
+
+    def close(got, expected):  # dividing by n or n - 1 (128 keys a row) differs by under 1 %
+        return abs(got / expected - 1) <= 1e-2
+
+    if close(within, expected_within) and close(between, expected_between):
+        return True, "both parts match; their sum is the pooled Var(q.k)/d_k."
+    if close(within, expected_between) and close(between, expected_within):
+        return False, "the two parts are swapped: within-row is the spread of each row about its own mean."
+    if close(within, expected_within + expected_between):
+        return False, "that within-row part is the pooled variance: subtract each row's own mean first."
+    d_k = calls[layer].query.shape[-1]
+    if close(within, expected_within * d_k) or close(between, expected_between * d_k):
+        return False, "divide both parts by d_k, the head's width."
+    if close(within, expected_within) or close(between, expected_between):
+        return False, "one part matches; recheck the other."
+    return False, "neither part matches; recheck which scores form a row (one query, every key)."
+
+
+_STREAM_TOKENS, _STREAM_CACHE = 256, 64
+
+
+@checker("ex-14-streaming",
+         "a tuple (kept, perplexity): a number of kept first keys (0, 1, 2 or 4) and SmolLM2's "
+         "perplexity on the first 256 tokens of the chapter's reference text with a cache of 64 keys "
+         "that keeps that many first keys, over the tokens past the first 64")
+def _streaming_checker(answer):
+    kept, value = as_parts(answer, ("kept", "perplexity"))
+    kept, value = as_count(*kept), as_number(*value)
+    if kept not in (0, 1, 2, 4):
+        return False, f"kept should be 0, 1, 2 or 4, got {kept}"
+    if checkpoints.missing("smollm2"):
+        return False, checkpoints.skipped("smollm2", "checking")
+    from ...integrations import probes
+
+    model, tokenizer = checkpoints.load("smollm2")
+    tokens = trained.reference_tokens(tokenizer, _STREAM_TOKENS)
+
+    def losses(cache):
+        allowed = trained.sliding_window(_STREAM_TOKENS, cache, kept)
+        with torch.no_grad(), probes.probe(model, record=False, allowed=allowed):
+            logits = model(input_ids=tokens).logits
+        return torch.nn.functional.cross_entropy(logits[0, :-1].double(), tokens[0, 1:], reduction="none")
+
+    def close(part):
+        return abs(value / float(torch.exp(part.mean())) - 1) <= 2e-3
+
+    measured = losses(_STREAM_CACHE)
+    if close(measured[_STREAM_CACHE:]):
+        return True, "the perplexity matches."
+    if close(measured):
+        return False, ("that averages over every token; the caches differ from dense attention only "
+                       "past the first 64, so average over those.")
+    if kept and close(losses(_STREAM_CACHE + kept)[_STREAM_CACHE:]):
+        return False, "the kept keys count in the cache: keep the newest 64 - kept besides them."
+    return False, "the perplexity does not match; recheck the mask (causal, the window, the kept keys)."
+
+
+_NO_SCALE_TOKENS = 128
+
+
+@checker("ex-14-no-scale",
+         "SmolLM2's perplexity on the first 128 tokens of the chapter's reference text with no "
+         "attention scale at all: every layer's scores q . k unscaled")
+def _no_scale_checker(answer):
+    value = as_number(answer, "answer")
+    if checkpoints.missing("smollm2"):
+        return False, checkpoints.skipped("smollm2", "checking")
+    from ...integrations import probes
+
+    model, tokenizer = checkpoints.load("smollm2")
+    tokens = trained.reference_tokens(tokenizer, _NO_SCALE_TOKENS)
+    d_k = model.config.hidden_size // model.config.num_attention_heads
+    # unscaled, the heads are near one-hot and the perplexity is ill-conditioned: fp32 sums in
+    # another order (eager attention against attnlib's) move it by about 3 per cent
+    tolerance = 0.05
+
+    def matches(factor):
+        with torch.no_grad(), probes.probe(model, record=False, scale_factor=factor):
+            expected = trained.perplexity(model(input_ids=tokens).logits, tokens)
+        return abs(value / expected - 1) <= tolerance
+
+    if matches(d_k ** 0.5):
+        return True, "the perplexity with unscaled scores matches (to 5 per cent: see the solution)."
+    mistakes = {1 / d_k ** 0.5: "that divides by sqrt(d_k) twice: with no scale the factor on the "
+                                "trained scale 1/sqrt(d_k) is sqrt(d_k).",
+                1.0: "that is the trained scale: remove the 1/sqrt(d_k) from every layer.",
+                float(d_k): "that multiplies by d_k: removing 1/sqrt(d_k) multiplies the scale by sqrt(d_k)."}
+    for factor, message in mistakes.items():
+        if matches(factor):
+            return False, message
+    return False, "the perplexity does not match; recheck the tokens (the first 128) and the scale."
