@@ -476,8 +476,14 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
                                       "students with such a classmate"),
                                      *[(x.label, x.students, x.distinct, x.pairs, x.sharing) for x in checked.shared]])
     book = Book(html)
+    rows = catalogue.rows(loaded)
     built = []
     for path in selected:
+        if not any(int(row[3]) + int(row[4]) for row in rows if row[1] == path.stem):
+            # no task of the bank and no question in words: an assignment would score every student 0 of 0
+            print(f"{path.stem}: nothing to grade (0 points automatic, 0 by hand), so no assignment",
+                  file=sys.stderr)
+            continue
         found = catalogue.chapter_exercises(path)
         source = out / "source" / path.stem
         source.mkdir(parents=True, exist_ok=True)
@@ -526,7 +532,6 @@ def build(out: pathlib.Path, course_seed: int, chapters: list[str] | None = None
                 if support.is_file():
                     support.unlink()
         built.append(result)
-    rows = catalogue.rows(loaded)
     with open(out / "catalogue.csv", "w", newline="") as table:
         csv.writer(table).writerows([catalogue.COLUMNS, *rows])
     with open(out / "points.csv", "w", newline="") as table:

@@ -273,8 +273,17 @@ def private(tmp_path_factory, book_html):
     bank.write_text(PRIVATE_BANK)
     roster.write_text("# the course's students\nalice@uni.edu\nBob@uni.edu\ncarol@uni.edu\n")
     out = tmp_path_factory.mktemp("private")
-    [result] = build.build(out, COURSE_SEED, ["07"], ref=head_commit(), bank=bank, html=book_html, roster=roster)
+    # chapter 3 has no task of this bank and no question in words: nothing to grade, so no assignment
+    [result] = build.build(out, COURSE_SEED, ["03", "07"], ref=head_commit(), bank=bank, html=book_html,
+                           roster=roster)
     return bank, out, result
+
+
+def test_a_chapter_with_nothing_to_grade_gets_no_assignment(private):
+    _, out, result = private
+    assert result.name == "07_cost_of_attention"
+    assert not (out / "03_variance_monte_carlo").exists()
+    assert "03_variance_monte_carlo" not in (out / "points.csv").read_text()
 
 
 def student_notebook(result: pathlib.Path, student: str) -> dict:
