@@ -229,12 +229,20 @@ def student_cell(student: str) -> str:
 def install_source(ref: str) -> str:
     url, _ = repository()
     return (
-        "# Installs attnlib (the version this assignment was written for) and otter-grader when they are\n"
-        "# missing, as in Colab; torch is never installed or upgraded here.\n"
-        "import importlib.util, subprocess, sys\n"
+        "# Installs attnlib at the commit this assignment was written for, and otter-grader, when they are\n"
+        "# missing or attnlib is another commit's (a developer's editable checkout is kept), as in Colab;\n"
+        "# torch is never installed or upgraded here.\n"
+        "import importlib.metadata, importlib.util, json, subprocess, sys\n"
+        "def other_attnlib():\n"
+        "    try:\n"
+        "        origin = json.loads(importlib.metadata.distribution(\"attnlib\").read_text(\"direct_url.json\") or \"{}\")\n"
+        "    except importlib.metadata.PackageNotFoundError:\n"
+        "        return False\n"
+        "    return not origin.get(\"dir_info\", {}).get(\"editable\") and \\\n"
+        f"        origin.get(\"vcs_info\", {{}}).get(\"commit_id\") != \"{ref}\"\n"
         "missing = [spec for name, spec in [(\"attnlib\", \"attnlib[book] @ git+" + url + "@" + ref + "\"),\n"
         f"                                    (\"otter\", \"otter-grader=={OTTER_VERSION}\")]\n"
-        "           if importlib.util.find_spec(name) is None]\n"
+        "           if importlib.util.find_spec(name) is None or (name == \"attnlib\" and other_attnlib())]\n"
         "if missing:\n"
         "    subprocess.check_call([sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\", *missing])"
     )

@@ -1160,3 +1160,29 @@ def test_the_visible_check_passes_no_form_the_grader_refuses(task):
     for wrong in wrong_forms:
         assert form_problem(wrong, form) is not None, wrong
         assert not grading.matches(wrong, reference, task.rtol, task.atol, task.also_at), wrong
+
+
+class _Installed:
+    """A stand-in for an installed attnlib whose direct_url.json says where it came from."""
+
+    def __init__(self, origin: dict):
+        self.origin = origin
+
+    def read_text(self, name: str) -> str:
+        return json.dumps(self.origin) if name == "direct_url.json" else ""
+
+
+@pytest.mark.parametrize("origin, reinstalled", [
+    ({"url": "git+x", "vcs_info": {"vcs": "git", "commit_id": "a" * 40}}, False),   # the assignment's commit
+    ({"url": "git+x", "vcs_info": {"vcs": "git", "commit_id": "b" * 40}}, True),    # another commit's
+    ({"url": "https://files/attnlib-0.1.0.whl", "archive_info": {}}, True),         # a wheel of unknown commit
+    ({"url": "file:///home/me/attnlib", "dir_info": {"editable": True}}, False),  # a developer's checkout
+])
+def test_the_install_cell_replaces_another_commits_attnlib(monkeypatch, origin, reinstalled):
+    import importlib.metadata
+
+    installed = []
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: _Installed(origin))
+    monkeypatch.setattr(subprocess, "check_call", lambda command: installed.extend(command))
+    exec(build.install_source("a" * 40), {})
+    assert any(spec.startswith("attnlib[book] @ git+") for spec in installed) == reinstalled
