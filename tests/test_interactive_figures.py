@@ -431,7 +431,8 @@ def check_kernel_tiles(settings: dict, shown: dict) -> None:
 def check_trained_head(settings: dict, shown: dict) -> None:
     """The map, the row and the three readouts against attnlib on the stored queries and keys;
     the printed call's weights, and the readouts of those, against the page's."""
-    model, factor, causal = settings["model"], settings["factor"], live_figures.TRAINED_CAUSAL[model]
+    model, factor = settings["model"], settings["factor"]
+    causal = live_figures.TRAINED_CAUSAL[model]
     assert factor in live_figures.trained_factors(model), factor  # the page's stops are Python's, exactly
     expected = live_figures.trained_head_readouts(model, int(settings["sentence"]), int(settings["layer"]),
                                                   int(settings["head"]), factor)
