@@ -10,7 +10,7 @@ shows, computed by the library a chapter uses (``attention_weights``,
 ``tests/test_interactive_figures.py`` can compare them with the page's.
 Under each figure the page prints the attnlib lines that compute the state
 it shows, from these inputs (``saturation_draw``, ``mask_builder_inputs``,
-``online_softmax_inputs``, ``tile_kinds``); the test runs them.
+``online_softmax_inputs``, ``tile_kinds``, ``trained_head_inputs``); the test runs them.
 
 ========================  =============================  ==========================
 figure (chapter)          script                         numbers
