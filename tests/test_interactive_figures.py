@@ -165,6 +165,7 @@ HELPERS = r"""
         [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
       factorText: root.querySelector("[data-control=factor]").getAttribute("aria-valuetext"),
       marks: [...root.querySelectorAll(".live-factor-strip text")].map((e) => e.textContent),
+      curves: [...root.querySelectorAll(".live-curve-point")].map((e) => [+e.dataset.factor, e.dataset.measure, +e.dataset.value]),
       code: root.querySelector("[data-shown=code]").textContent,
     }),
     "kernel-tiles": (root) => ({
@@ -428,14 +429,19 @@ def check_kernel_tiles(settings: dict, shown: dict) -> None:
     assert call.get("window") == (None if left is None else (left, 0 if settings["causal"] else None)), shown["code"]
 
 
+@functools.lru_cache(maxsize=None)
+def trained_head_readouts(model: str, sentence: int, layer: int, head: int, factor: float):
+    return live_figures.trained_head_readouts(model, sentence, layer, head, factor)
+
+
 def check_trained_head(settings: dict, shown: dict) -> None:
     """The map, the row and the three readouts against attnlib on the stored queries and keys;
     the printed call's weights, and the readouts of those, against the page's."""
     model, factor = settings["model"], settings["factor"]
     causal = live_figures.TRAINED_CAUSAL[model]
     assert factor in live_figures.trained_factors(model), factor  # the page's stops are Python's, exactly
-    expected = live_figures.trained_head_readouts(model, int(settings["sentence"]), int(settings["layer"]),
-                                                  int(settings["head"]), factor)
+    expected = trained_head_readouts(model, int(settings["sentence"]), int(settings["layer"]),
+                                     int(settings["head"]), factor)
     n = expected.weights.shape[0]
     assert len(shown["map"]) == n * n and all(map(close, shown["map"], expected.weights.flatten().tolist()))
     row = expected.weights[settings["row"]].tolist()
@@ -458,6 +464,12 @@ def check_trained_head(settings: dict, shown: dict) -> None:
     if factor in mistakes:
         assert shown["factorText"].endswith(mistakes[factor]), shown["factorText"]
     assert {"trained", "no scale", "\u00f7\u221ad_model"} <= set(shown["marks"]), shown["marks"]
+    # the three readouts of this head at every stop of λ
+    stops = live_figures.trained_factors(model)
+    assert sorted((f, m) for f, m, _ in shown["curves"]) == sorted((f, m) for f in stops for m in ("entropy", "sink", "one-hot"))
+    for f, measure, value in shown["curves"]:
+        at = trained_head_readouts(model, int(settings["sentence"]), int(settings["layer"]), int(settings["head"]), f)
+        assert close(value, getattr(at, measure.replace("-", "_"))), (f, measure, value)
 
 
 CHECKS = {"saturation": check_saturation, "mask-builder": check_mask_builder,

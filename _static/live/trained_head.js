@@ -56,12 +56,17 @@
     });
     const row = live.slider(controls, { name: "row", label: "query i", stops: [0], value: 0 });
     const scaleNote = live.element("p", { className: "live-note", "data-shown": "scale" });
-    const strip = live.svg("svg", { viewBox: "0 0 320 46", class: "live-plot live-factor-strip", role: "img" });
+    const strip = live.svg("svg", { viewBox: "0 0 320 160", class: "live-plot live-factor-strip", role: "img" });
     const readout = live.element("p", { className: "live-summary", "data-readout": "" });
     const map = live.svg("svg", { class: "live-plot live-weight-map", role: "img" });
     const bars = live.element("div", { className: "live-bars live-trained-row", role: "list" });
     const status = live.element("p", { className: "live-visually-hidden", "aria-live": "polite" });
-    root.append(controls, scaleNote, strip, readout, map, bars, status);
+    const key = live.element("p", { className: "live-note" }, "Above: ");
+    key.append(live.element("span", { className: "live-key-entropy" }, "● entropy/ln S"), " · ",
+               live.element("span", { className: "live-key-sink" }, "● sink's share"), " · ",
+               live.element("span", { className: "live-key-one-hot" }, "● one-hot share"),
+               " of this head at every stop of λ.");
+    root.append(controls, scaleNote, readout, strip, key, map, bars, status);
 
     function describe(x) {
       if (x === Math.sqrt(entry.d_k)) return `${short(x)} = √d_k: no scale`;
@@ -94,13 +99,13 @@
       row.setStops([...Array(n).keys()]);
     }
 
-    function weights() {  // (n, n) of this head at λ; null where the causal mask hides a key
+    function weights(x) {  // (n, n) of this head at λ = x; 0 where the causal mask hides a key
       const stored = entry.sentences[+sentence.value];
       const n = stored.tokens.length, d = entry.d_k, h = +head.value;
       const at = stored.layers[entry.layers.indexOf(+layer.value)];
       const q = unpack(at.q, entry.heads, n, d)[h];
       const k = unpack(at.k, entry.key_heads, n, d)[Math.floor(h / (entry.heads / entry.key_heads))];
-      const scale = factor.value() / Math.sqrt(d);
+      const scale = x / Math.sqrt(d);
       return q.map((qi, i) => live.softmax(k.map((kj, j) => (entry.causal && j > i ? null : scale * live.dot(qi, kj, d)))).weights);
     }
     function readouts(w) {  // as attnlib.book.trained: rows with one key left out
@@ -114,23 +119,37 @@
       };
     }
 
-    function drawStrip(x) {  // λ on a log axis, 0.25 to 8, the trained scale and the two mistakes marked
-      const left = 14, right = 306, low = Math.log(0.25), high = Math.log(8);
+    /* the three readouts at every stop of λ (log axis, 0.25 to 8), the trained scale and the
+     * two mistakes marked, the current λ a dot on the strip below */
+    function drawStrip(x) {
+      const left = 30, right = 306, low = Math.log(0.25), high = Math.log(8), top = 18, bottom = 118, axis = 138;
       const at = (v) => left + (right - left) * (Math.log(v) - low) / (high - low);
-      const parts = [live.svg("line", { x1: left, x2: right, y1: 22, y2: 22, class: "live-plot-grid" })];
+      const y = (v) => bottom - (bottom - top) * v;
+      const parts = [live.svg("line", { x1: left, x2: right, y1: axis, y2: axis, class: "live-plot-grid" })];
+      for (const v of [0, 0.5, 1]) {
+        parts.push(live.svg("line", { x1: left, x2: right, y1: y(v), y2: y(v), class: "live-plot-grid" }),
+                   live.svg("text", { x: left - 4, y: y(v) + 3, "text-anchor": "end", class: "live-plot-small" }, String(v)));
+      }
       for (const v of [0.25, 0.5, 1, 2, 4, 8]) {
-        parts.push(live.svg("text", { x: at(v), y: 42, "text-anchor": "middle", class: "live-plot-small" }, String(v)));
+        parts.push(live.svg("text", { x: at(v), y: axis + 16, "text-anchor": "middle", class: "live-plot-small" }, String(v)));
+      }
+      const curves = stops.map((s) => [s, readouts(weights(s))]);
+      for (const [name, kind] of [["entropy", "live-curve-entropy"], ["sink", "live-curve-sink"], ["one-hot", "live-curve-one-hot"]]) {
+        parts.push(live.svg("polyline", { points: curves.map(([s, r]) => `${at(s)},${y(r[name])}`).join(" "), class: `live-curve ${kind}` }));
+        curves.forEach(([s, r]) => parts.push(live.svg("circle", { cx: at(s), cy: y(r[name]), r: s === x ? 3.5 : 1.8,
+          class: `live-curve-point ${kind}`, "data-factor": s, "data-measure": name, "data-value": r[name] })));
       }
       const marks = [[1, "trained", "live-mark-trained"], [Math.sqrt(entry.d_k), "no scale", "live-mark-mistake"],
                      [Math.sqrt(entry.d_k / entry.d_model), "÷√d_model", "live-mark-mistake"]];
       for (const [v, text, kind] of marks) {
-        parts.push(live.svg("line", { x1: at(v), x2: at(v), y1: 12, y2: 30, class: kind }),
-                   live.svg("text", { x: at(v), y: 9, "text-anchor": v > 6 ? "end" : v < 0.4 ? "start" : "middle",
+        parts.push(live.svg("line", { x1: at(v), x2: at(v), y1: top - 4, y2: axis, class: kind }),
+                   live.svg("text", { x: at(v), y: 10, "text-anchor": v > 6 ? "end" : v < 0.4 ? "start" : "middle",
                                       class: `live-plot-small ${kind}` }, text));
       }
-      parts.push(live.svg("circle", { cx: at(x), cy: 22, r: 5, class: "live-factor-now", "data-value": x }));
+      parts.push(live.svg("circle", { cx: at(x), cy: axis, r: 5, class: "live-factor-now", "data-value": x }));
       strip.replaceChildren(...parts);
-      strip.setAttribute("aria-label", `λ = ${short(x)} on a log scale from 0.25 to 8; marked: 1 as trained, ` +
+      strip.setAttribute("aria-label", `the entropy over ln S, the sink's share and the one-hot share of this head ` +
+        `against λ, and λ = ${short(x)}, on a log scale from 0.25 to 8; marked: 1 as trained, ` +
         `${short(Math.sqrt(entry.d_k))} with no scale, ${short(Math.sqrt(entry.d_k / entry.d_model))} divided by √d_model`);
     }
 
@@ -159,7 +178,7 @@
 
     function update() {
       const stored = entry.sentences[+sentence.value], tokens = stored.tokens, x = factor.value(), i = row.value();
-      const w = weights(), shown = readouts(w);
+      const w = weights(x), shown = readouts(w);
       scaleNote.textContent = `τ = λ/√d_k with d_k = ${entry.d_k} (d_model = ${entry.d_model}); ` +
         `${entry.causal ? "causal, queries and keys after RoPE" : "bidirectional"}; ` +
         `${tokens.length} tokens; the values are stored to 16 bits per head.`;
