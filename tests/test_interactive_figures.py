@@ -48,7 +48,7 @@ import time
 import numpy as np
 import pytest
 
-from attnlib.book import live_figures
+from attnlib.book import live_figures, stored_results
 from attnlib.fused import attention as fused_attention
 from attnlib.book.seeded import SeededNormal
 from devtools_pipe import Browser
@@ -104,6 +104,17 @@ SCENARIOS = [
         ([("causal", "checked", True), ("left", "value", "31"), ("block-m", "value", "32")],
          {"causal": True, "left": "31", "block-m": "32"}),
     ]),
+    # λ's stops (live_figures.trained_factors): MiniLM's index 19 is sqrt(32), no scale; SmolLM2's
+    # index 2 is sqrt(64 / 576), divided by sqrt(d_model); a mistake stays that mistake in the other model
+    ("chapters/14_3_scale_and_saturation", "trained-head", [
+        ([], {"model": "minilm", "sentence": "0", "layer": "3", "head": "0", "factor": 1}),
+        ([("factor", "index", 19), ("head", "value", "7")], {"factor": math.sqrt(32), "head": "7"}),
+        ([("model", "value", "smollm2"), ("sentence", "value", "1"), ("layer", "value", "29"),
+          ("row", "index", 4)], {"model": "smollm2", "sentence": "1", "layer": "29", "head": "7", "row": 4,
+                                 "factor": 8}),
+        ([("factor", "index", 2)], {"factor": math.sqrt(64 / 576)}),
+        ([("factor", "index", 0), ("layer", "value", "0")], {"factor": 0.25, "layer": "0"}),
+    ]),
 ]
 
 # What a test reads from a figure and how it moves a control, as window.__liveTest.
@@ -144,6 +155,17 @@ HELPERS = r"""
         [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
       scores: [...root.querySelectorAll(".live-strip rect")].map((e) => +e.dataset.score),
       scoreTexts: [...root.querySelectorAll(".live-score > span:last-child")].map((e) => e.textContent),
+      code: root.querySelector("[data-shown=code]").textContent,
+    }),
+    "trained-head": (root) => ({
+      map: [...root.querySelectorAll(".live-weight-map rect[data-weight]")].map((e) => +e.dataset.weight),
+      row: [...root.querySelectorAll(".live-trained-row .live-bar-row")].map((e) => +e.dataset.weight),
+      rowTexts: [...root.querySelectorAll(".live-trained-row .live-bar-value")].map((e) => e.textContent),
+      ...Object.fromEntries([...root.querySelectorAll("strong[data-shown]")].map((e) =>
+        [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
+      factorText: root.querySelector("[data-control=factor]").getAttribute("aria-valuetext"),
+      marks: [...root.querySelectorAll(".live-factor-strip text")].map((e) => e.textContent),
+      curves: [...root.querySelectorAll(".live-curve-point")].map((e) => [+e.dataset.factor, e.dataset.measure, +e.dataset.value]),
       code: root.querySelector("[data-shown=code]").textContent,
     }),
     "kernel-tiles": (root) => ({
@@ -407,8 +429,52 @@ def check_kernel_tiles(settings: dict, shown: dict) -> None:
     assert call.get("window") == (None if left is None else (left, 0 if settings["causal"] else None)), shown["code"]
 
 
+@functools.lru_cache(maxsize=None)
+def trained_head_readouts(model: str, sentence: int, layer: int, head: int, factor: float):
+    return live_figures.trained_head_readouts(model, sentence, layer, head, factor)
+
+
+def check_trained_head(settings: dict, shown: dict) -> None:
+    """The map, the row and the three readouts against attnlib on the stored queries and keys;
+    the printed call's weights, and the readouts of those, against the page's."""
+    model, factor = settings["model"], settings["factor"]
+    causal = live_figures.TRAINED_CAUSAL[model]
+    assert factor in live_figures.trained_factors(model), factor  # the page's stops are Python's, exactly
+    expected = trained_head_readouts(model, int(settings["sentence"]), int(settings["layer"]),
+                                     int(settings["head"]), factor)
+    n = expected.weights.shape[0]
+    assert len(shown["map"]) == n * n and all(map(close, shown["map"], expected.weights.flatten().tolist()))
+    row = expected.weights[settings["row"]].tolist()
+    assert all(map(close, shown["row"], row)), (settings, shown["row"])
+    assert all(same_text(t, w, 3) for t, w in zip(shown["rowTexts"], row) if t != "\u2013"), shown["rowTexts"]
+    printed = run_printed(shown["code"])
+    from_code = live_figures.weight_readouts(printed["p"], causal)
+    assert printed["p"].shape == (n, n) and all(map(close, printed["p"].flatten().tolist(), shown["map"])), shown["code"]
+    for name, value, text in [("entropy", expected.entropy, f"{expected.entropy:.3f}"),
+                              ("sink", expected.sink, f"{expected.sink:.3f}"),
+                              ("one-hot", expected.one_hot, f"{100 * expected.one_hot:.1f}%")]:
+        assert close(shown[name]["value"], value), (name, shown[name], value)
+        assert close(getattr(from_code, name.replace("-", "_")), value), (name, shown["code"])
+        assert shown[name]["text"] == text, (name, shown[name], text)
+    # the one-hot share counts rows: none of them within the tolerance of the threshold
+    largest = expected.weights.amax(-1)
+    assert ((largest - live_figures.ONE_HOT_THRESHOLD).abs() > TOLERANCE).all()
+    mistakes = {math.sqrt(32): "no scale", math.sqrt(32 / 384): "\u00f7\u221ad_model",
+                math.sqrt(64): "no scale", math.sqrt(64 / 576): "\u00f7\u221ad_model"}
+    if factor in mistakes:
+        assert shown["factorText"].endswith(mistakes[factor]), shown["factorText"]
+    assert {"trained", "no scale", "\u00f7\u221ad_model"} <= set(shown["marks"]), shown["marks"]
+    # the three readouts of this head at every stop of λ
+    stops = live_figures.trained_factors(model)
+    assert sorted((f, m) for f, m, _ in shown["curves"]) == sorted((f, m) for f in stops for m in ("entropy", "sink", "one-hot"))
+    for f, measure, value in shown["curves"]:
+        at = trained_head_readouts(model, int(settings["sentence"]), int(settings["layer"]), int(settings["head"]), f)
+        assert close(value, getattr(at, measure.replace("-", "_"))), (f, measure, value)
+
+
 CHECKS = {"saturation": check_saturation, "mask-builder": check_mask_builder,
-          "online-softmax": check_online_softmax, "kernel-tiles": check_kernel_tiles}
+          "online-softmax": check_online_softmax, "kernel-tiles": check_kernel_tiles,
+          "trained-head": check_trained_head}
 
 
 @pytest.mark.book
@@ -438,6 +504,21 @@ def test_every_control_moves_the_figure_as_attnlib_computes(own_book_html, page,
         draw = expected.pop("draw", draw)
         assert {k: reading["settings"][k] for k in expected} == expected, (actions, reading["settings"])
         CHECKS[figure](dict(reading["settings"], draw=draw), reading["shown"])
+
+
+def test_the_trained_head_page_loads_the_stored_queries_and_keys():
+    """The page's data file is the stored JSON behind one line (every page loads it: kept small),
+    and the Python twin refuses settings the figure does not have, naming them."""
+    first, rest = live_figures.TRAINED_DATA.read_text().split("\n", 1)
+    assert first == live_figures.TRAINED_DATA_LINE
+    assert json.loads(rest) == stored_results.load(live_figures.TRAINED_RESULTS)
+    assert live_figures.TRAINED_DATA.stat().st_size < 512 * 1024
+    query, key = live_figures.trained_head_inputs("smollm2", 1, 29, 8)
+    assert query.shape == key.shape == (len(live_figures.trained_head_tokens("smollm2", 1)), 64)
+    for arguments, named in [(("gpt2", 0, 0, 0), "model"), (("minilm", 2, 0, 0), "sentence"),
+                             (("minilm", 0, 1, 0), "layer"), (("smollm2", 0, 0, 9), "head")]:
+        with pytest.raises(ValueError, match=f"^{named} must"):
+            live_figures.trained_head_inputs(*arguments)
 
 
 def test_the_generator_draws_standard_normals_and_refuses_a_bad_seed():
@@ -485,6 +566,12 @@ KEYBOARD = [
         ("ArrowUp", {"block-n": "32"}), ("Tab", {}), (" ", {"causal": False}), ("Tab", {}),
         ("ArrowDown", {"left": "255"}),
     ]),
+    # SmolLM2's first sentence has 13 tokens: the drawn row goes from MiniLM's last (14) to 12
+    ("chapters/14_3_scale_and_saturation", "trained-head", [
+        ("ArrowDown", {"model": "smollm2", "layer": "15", "row": 12}), ("Tab", {}), ("ArrowDown", {"sentence": "1"}),
+        ("Tab", {}), ("ArrowDown", {"layer": "29"}), ("Tab", {}), ("ArrowDown", {"head": "1"}), ("Tab", {}),
+        ("ArrowRight", {"factor": 1.19}), ("Tab", {}), ("ArrowLeft", {"row": 11}),
+    ]),
 ]
 
 
@@ -525,6 +612,7 @@ PRINTED = [
     ("chapters/05_stability_and_masks", "fig-mask-builder", "Weights of 4 queries over 6 keys"),
     ("chapters/08_online_softmax", "fig-online-steps", "Online softmax over the 16 keys"),
     ("chapters/09_1_the_kernel", "fig-kernel-tiles", "tiles the fused kernel visits for causal"),
+    ("chapters/14_3_scale_and_saturation", "fig-trained-head-live", "One head of MiniLM"),
 ]
 
 SHOWN = """(() => {
@@ -566,6 +654,8 @@ LINKS = [
     ("chapters/09_1_the_kernel", "kernel-tiles", "#fig-kernel-tiles?n=1024&block-m=128&block-n=32&causal=off&left=255",
      {"n": 1024, "block-m": "128", "block-n": "32", "causal": False, "left": "255"}, ("causal", "checked", True),
      {"causal": True}),
+    ("chapters/14_3_scale_and_saturation", "trained-head", "#fig-trained-head-live?model=smollm2&layer=15&head=2&factor=8",
+     {"model": "smollm2", "layer": "15", "head": "2", "factor": 8}, ("factor", "index", 0), {"factor": 0.25}),
 ]
 
 TOUCH_TARGET = 44  # px: the 2.75rem the figures give a control under a coarse pointer

@@ -1,15 +1,16 @@
 """What the book's live figures show, computed with attnlib on the same inputs.
 
-The HTML book has four figures a reader moves in the page itself, with no
+The HTML book has five figures a reader moves in the page itself, with no
 kernel: plain JavaScript files in ``_static/live/`` (one per figure) that
-draw their inputs with the seeded generator of :mod:`attnlib.book.seeded`. Each
+draw their inputs with the seeded generator of :mod:`attnlib.book.seeded` (the
+trained head's, stored queries and keys of two checkpoints: :func:`trained_head_inputs`). Each
 function here takes a figure's settings and returns the numbers that figure
 shows, computed by the library a chapter uses (``attention_weights``,
 ``tiled.attention``, the masks), so that a chapter can print them and
 ``tests/test_interactive_figures.py`` can compare them with the page's.
 Under each figure the page prints the attnlib lines that compute the state
 it shows, from these inputs (``saturation_draw``, ``mask_builder_inputs``,
-``online_softmax_inputs``, ``tile_kinds``); the test runs them.
+``online_softmax_inputs``, ``tile_kinds``, ``trained_head_inputs``); the test runs them.
 
 ========================  =============================  ==========================
 figure (chapter)          script                         numbers
@@ -18,11 +19,15 @@ saturation (4)            ``_static/live/saturation.js``  :func:`saturation_draw
 mask builder (5)          ``mask_builder.js``             :func:`mask_builder_weights`
 online softmax (8)        ``online_softmax.js``           :func:`online_softmax_states`
 kernel tiles (9.1)        ``kernel_tiles.js``             :func:`tile_kinds`
+trained head (14.3)       ``trained_head.js``             :func:`trained_head_readouts`
 ========================  =============================  ==========================
 """
 from __future__ import annotations
 
+import base64
+import functools
 import math
+import pathlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +36,7 @@ import torch
 from .. import tiled
 from ..attention import attention_weights
 from ..masks import causal_mask, window_mask
+from . import stored_results, trained
 from .seeded import SeededNormal
 from .widgets import SaturationSummary, draw_query_and_keys, saturation_summary
 
@@ -194,3 +200,100 @@ def tile_kinds(seq_len: int, block_m: int, block_n: int, causal: bool,
             if tile.any():
                 kinds[a, b] = WHOLE if tile.all() and tile.shape[1] == block_n else MASKED
     return kinds
+
+
+#: The trained-head figure's sentences, its models' layers (first, middle, last) and masks.
+TRAINED_SENTENCES = (
+    "The cat sat on the warm mat while the rain fell outside.",
+    "Paris is the capital of France, and Berlin is the capital of Germany.",
+)
+TRAINED_LAYERS = {"minilm": (0, 3, 5), "smollm2": (0, 15, 29)}
+TRAINED_CAUSAL = {"minilm": False, "smollm2": True}
+#: Its stored queries and keys (``benchmarks/live_trained_heads.py``), and the page's copy
+#: of them: the script's first line, then the same JSON.
+TRAINED_RESULTS = "trained_heads.json"
+TRAINED_DATA = pathlib.Path(__file__).resolve().parents[2] / "_static" / "live" / "trained_heads_data.js"
+TRAINED_DATA_LINE = "(window.attnlibLive = window.attnlibLive || { builders: {} }).trainedHeads ="
+#: A row counts as one-hot when its largest weight exceeds this (as in Chapter 14.3's table).
+ONE_HOT_THRESHOLD = 0.9
+#: The scale multipliers at which ``benchmarks/live_trained_heads.py`` measures its rounding.
+TRAINED_CHECKED_FACTORS = (0.25, 1.0, 8.0)
+
+
+def trained_factors(model: str) -> list[float]:
+    """The figure's scale multipliers for ``model``, 0.25 to 8: the quarter powers of 2 to three
+    significant digits, and exactly the two classic mistakes, x sqrt(d_k) (no scale) and
+    x sqrt(d_k / d_model) (dividing by sqrt(d_model)), which replace a stop within 2 per cent."""
+    entry = _trained_data()[model]
+    mistakes = [math.sqrt(entry["d_k"]), math.sqrt(entry["d_k"] / entry["d_model"])]
+    stops = [float(f"{2 ** (k / 4):.3g}") for k in range(-8, 13)]
+    stops = [s for s in stops if all(abs(s / m - 1) > 0.02 for m in mistakes)]
+    return sorted(stops + mistakes)
+
+
+@functools.lru_cache(maxsize=1)
+def _trained_data() -> dict:
+    return stored_results.load(TRAINED_RESULTS)
+
+
+def _unpack(stored: dict, shape: tuple[int, ...]) -> torch.Tensor:
+    steps = np.frombuffer(base64.b64decode(stored["data"]), dtype="<i2").reshape(shape).astype(np.float64)
+    return torch.from_numpy(steps * np.array(stored["step"])[:, None, None])
+
+
+def trained_head_inputs(model: str, sentence: int, layer: int, head: int):
+    """Query ``(n, d_k)`` and key ``(n, d_k)``, float64, of ``head`` in ``layer`` on sentence
+    number ``sentence``, as stored (16-bit steps of ``max |x| / 32767`` per head); in SmolLM2
+    after RoPE, and the key of the key head that the query head shares (GQA)."""
+    data = _trained_data()
+    if model not in data:
+        raise ValueError(f"model must be one of {sorted(data)}, got {model!r}")
+    entry = data[model]
+    if sentence not in range(len(entry["sentences"])):
+        raise ValueError(f"sentence must be in 0..{len(entry['sentences']) - 1}, got {sentence!r}")
+    if layer not in entry["layers"]:
+        raise ValueError(f"layer must be one of {entry['layers']}, got {layer!r}")
+    if head not in range(entry["heads"]):
+        raise ValueError(f"head must be in 0..{entry['heads'] - 1}, got {head!r}")
+    stored = entry["sentences"][sentence]
+    n, d = len(stored["tokens"]), entry["d_k"]
+    at = stored["layers"][entry["layers"].index(layer)]
+    query = _unpack(at["q"], (entry["heads"], n, d))[head]
+    key = _unpack(at["k"], (entry["key_heads"], n, d))[head // (entry["heads"] // entry["key_heads"])]
+    return query, key
+
+
+def trained_head_tokens(model: str, sentence: int) -> list[str]:
+    """The tokens of sentence number ``sentence`` as ``model``'s tokenizer cut it."""
+    return list(_trained_data()[model]["sentences"][sentence]["tokens"])
+
+
+@dataclass(frozen=True)
+class HeadReadouts:
+    """A head's weights ``(n, n)`` at a scale multiplier and the figure's three readouts."""
+
+    weights: torch.Tensor
+    entropy: float  # mean over rows of H(p_i) / ln S_i (rows with one key left out)
+    sink: float  # mean weight on the first token (of the queries after it, when causal)
+    one_hot: float  # share of rows whose largest weight exceeds ONE_HOT_THRESHOLD
+
+
+def head_readouts(query: torch.Tensor, key: torch.Tensor, factor: float, causal: bool) -> HeadReadouts:
+    """:class:`HeadReadouts` of ``attention_weights`` at ``factor / sqrt(d_k)``."""
+    w = attention_weights(query, key, scale=factor / math.sqrt(query.shape[-1]), is_causal=causal)
+    return weight_readouts(w, causal)
+
+
+def weight_readouts(w: torch.Tensor, causal: bool) -> HeadReadouts:
+    """:class:`HeadReadouts` of one head's weights ``w`` ``(n, n)``, through Chapter 14.3's
+    measures (:mod:`attnlib.book.trained`)."""
+    heads = w[None, None]  # (B, H, L, S), as the chapter's measures take them
+    return HeadReadouts(w, float(trained.entropy_over_log_keys(heads, causal)[0]),
+                        float(trained.key_share(heads, 0, causal)[0]),
+                        float(trained.one_hot_share(heads, causal, ONE_HOT_THRESHOLD)[0]))
+
+
+def trained_head_readouts(model: str, sentence: int, layer: int, head: int, factor: float) -> HeadReadouts:
+    """What the trained-head figure shows for these settings, from the stored queries and keys."""
+    query, key = trained_head_inputs(model, sentence, layer, head)
+    return head_readouts(query, key, factor, TRAINED_CAUSAL[model])

@@ -1,0 +1,98 @@
+"""The stored queries and keys of Chapter 14.3's live figure (a trained head in the page).
+
+    python benchmarks/live_trained_heads.py             # a minute on 2 busy cores
+
+Runs the two checkpoints (``attnlib.checkpoints.load("minilm")`` and ``load("smollm2")``) on
+the sentences of ``attnlib.book.live_figures.TRAINED_SENTENCES`` with attnlib as every layer's
+attention (``attnlib.integrations.probes``) and keeps, for the layers of
+``TRAINED_LAYERS`` and every head, the queries and keys that each layer's softmax sees:
+MiniLM's (bidirectional, one sentence and no padding), SmolLM2's after RoPE (the figure
+applies the causal mask). Each head's queries, and each key head's keys, are stored as
+16-bit integers with one step per head, ``max |x| / 32767``: 0.003 per cent of the
+head's largest coordinate. The script prints how far that rounding moves the figure's
+readouts (at the scale multipliers of ``TRAINED_CHECKED_FACTORS``) from those of the
+unrounded fp32 vectors.
+
+Writes ``attnlib/book/results/trained_heads.json``, which
+``attnlib.book.live_figures.trained_head_inputs`` reads, and the page's copy of it,
+``_static/live/trained_heads_data.js``: one line that hands the figure its data, then the
+same JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import pathlib
+
+import torch
+
+from attnlib import checkpoints
+from attnlib.book import live_figures, stored_results
+from attnlib.integrations import probes
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def quantised(x: torch.Tensor) -> dict:
+    """``x`` ``(H, n, d)`` as 16-bit steps per head: ``{"step": [H floats], "data": base64 int16}``
+    (little-endian)."""
+    x = x.double()
+    step = torch.tensor([float(f"{s:.6g}") for s in (x.abs().amax((1, 2)) / 32767).tolist()], dtype=torch.float64)
+    steps = torch.round(x / step[:, None, None]).clamp(-32767, 32767).to(torch.int16)
+    return {"step": step.tolist(), "data": base64.b64encode(steps.numpy().astype("<i2").tobytes()).decode("ascii")}
+
+
+def record(name: str) -> tuple[dict, dict]:
+    """The stored entry of one model, and its unrounded queries and keys ``{(sentence, layer): (q, k)}``."""
+    model, tokenizer = checkpoints.load(name)
+    layers = live_figures.TRAINED_LAYERS[name]
+    entry = {"causal": live_figures.TRAINED_CAUSAL[name], "layers": list(layers), "sentences": []}
+    exact = {}
+    for at, sentence in enumerate(live_figures.TRAINED_SENTENCES):
+        ids = tokenizer(sentence, return_tensors="pt")["input_ids"]
+        with torch.no_grad(), probes.probe(model) as calls:
+            model(input_ids=ids)
+        tokens = tokenizer.convert_ids_to_tokens(ids[0].tolist())
+        stored = {"tokens": [tokenizer.convert_tokens_to_string([t]) for t in tokens], "layers": []}
+        for layer in layers:
+            query, key = calls[layer].query[0], calls[layer].key[0]  # (Hq, n, d), (Hkv, n, d)
+            assert abs(calls[layer].scale - query.shape[-1] ** -0.5) < 1e-12, calls[layer].scale
+            stored["layers"].append({"q": quantised(query), "k": quantised(key)})
+            exact[at, layer] = query.double(), key.double()
+        entry["sentences"].append(stored)
+    entry["heads"], entry["key_heads"], entry["d_k"] = query.shape[0], key.shape[0], query.shape[-1]
+    entry["d_model"] = model.config.hidden_size
+    return entry, exact
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
+    data, exact = {}, {}
+    for name in live_figures.TRAINED_CAUSAL:
+        data[name], exact[name] = record(name)
+    text = json.dumps(data, separators=(",", ":"))
+    results = stored_results.RESULTS / live_figures.TRAINED_RESULTS
+    results.write_text(text + "\n")
+    live_figures.TRAINED_DATA.write_text(live_figures.TRAINED_DATA_LINE + "\n" + text + "\n")
+    for path in (results, live_figures.TRAINED_DATA):
+        print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1024:.0f} KiB)")
+    # how far the 16-bit rounding moves the readouts, over every stored head and factor
+    moved = {"entropy": 0.0, "sink": 0.0, "one_hot": 0.0}
+    for name, heads in exact.items():
+        for (sentence, layer), (query, key) in heads.items():
+            for head in range(query.shape[0]):
+                kv = head // (query.shape[0] // key.shape[0])
+                for factor in live_figures.TRAINED_CHECKED_FACTORS:
+                    rounded = live_figures.trained_head_readouts(name, sentence, layer, head, factor)
+                    unrounded = live_figures.head_readouts(query[head], key[kv], factor,
+                                                           live_figures.TRAINED_CAUSAL[name])
+                    for what in moved:
+                        moved[what] = max(moved[what], abs(getattr(rounded, what) - getattr(unrounded, what)))
+    print("largest change from the rounding, over every head and factor:",
+          ", ".join(f"{what} {value:.4f}" for what, value in moved.items()))
+    print("(a one-hot share moves in steps of 1/rows: a row whose largest weight crossed the threshold)")
+
+
+if __name__ == "__main__":
+    main()
