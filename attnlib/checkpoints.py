@@ -157,8 +157,8 @@ def _check_digest(path: Path, expected: str, what: str) -> None:
 
 
 def cache_folder() -> Path:
-    """Where prepared checkpoints are kept: $ATTNLIB_CACHE, else $XDG_CACHE_HOME/attnlib,
-    else ~/.cache/attnlib."""
+    """Where prepared checkpoints are kept: the folder the environment variable
+    ``ATTNLIB_CACHE`` names, else ``attnlib`` in ``XDG_CACHE_HOME``, else ``~/.cache/attnlib``."""
     if os.environ.get("ATTNLIB_CACHE"):
         return Path(os.environ["ATTNLIB_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

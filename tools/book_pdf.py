@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-
+import unicodedata
 from dataclasses import dataclass, field
 
 import pypdf
@@ -381,6 +381,33 @@ def anchor_pages(reader: pypdf.PdfReader) -> dict[str, int]:
             for name, destination in reader.named_destinations.items()}
 
 
+def title_start(text: str) -> str:
+    """What a page shows of a contents entry's title, without whitespace: its number and first
+    word ("13.4.What"), or, unnumbered, its start up to its first formula."""
+    numbered = re.match(r"(\d+(\.\d+)*\.\s+\S+)", text)
+    start = re.split(r"[^\x20-\x7e]", numbered.group(1) if numbered else text)[0]
+    return re.sub(r"\s+", "", start)[:30]
+
+
+def heading_pages(reader: pypdf.PdfReader, entries: list[Entry], pages: dict[str, int]) -> dict[str, int]:
+    """``pages`` with each entry moved to the page after its anchor where the anchor's page does
+    not show the title and the next one does: a section's anchor can sit at the foot of a page
+    whose heading Chromium moved over, with the box it is kept with, to the next page."""
+    texts: dict[int, str] = {}
+
+    def shows(page: int, start: str) -> bool:
+        if page not in texts:
+            texts[page] = re.sub(r"\s+", "", unicodedata.normalize("NFKC", reader.pages[page - 1].extract_text()))
+        return start in texts[page]
+
+    moved = dict(pages)
+    for item in (item for level in entries for item in [level, *level.children]):
+        start, page = title_start(item.text), pages[item.anchor]
+        if len(start) >= 4 and page < len(reader.pages) and not shows(page, start) and shows(page + 1, start):
+            moved[item.anchor] = page + 1
+    return moved
+
+
 def finish(out: pathlib.Path, numbers_pdf: pathlib.Path, entries: list[Entry], pages: dict[str, int]) -> None:
     """The first print with the contents' page numbers drawn over its front pages, the outline
     built from the contents (titles as text), and the document's title and author. Written as an
@@ -417,11 +444,13 @@ def make_pdf(page: pathlib.Path, out: pathlib.Path) -> float:
     printed, entries = printable(page)
     print_to_pdf(printed, out)
     started = time.monotonic()
-    pages = anchor_pages(pypdf.PdfReader(out))
+    reader = pypdf.PdfReader(out)
+    pages = anchor_pages(reader)
     anchors = ["book-contents", *(item.anchor for level in entries for item in [level, *level.children])]
     missing = [anchor for anchor in anchors if anchor not in pages]
     if missing:
         raise SystemExit(f"tools/book_pdf.py: the print has no page for the contents' entries {missing[:10]}")
+    pages = heading_pages(reader, entries, pages)
     numbers_page, _ = printable(page, numbers=pages)
     numbers_pdf = out.with_name(out.stem + ".numbers.pdf")
     print_to_pdf(numbers_page, numbers_pdf)
