@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -194,9 +195,10 @@ def torch_causal_bias(attn_mask, is_causal: bool, causal_alignment: str, query: 
     object's storage holds no mask, so it must never be read as one. Any
     other mask is returned as it came.
     """
-    from torch.nn.attention.bias import CausalBias, CausalVariant
-
-    if not isinstance(attn_mask, CausalBias):
+    # a CausalBias exists only once its module is loaded; importing it here would load
+    # torch._dynamo (and SymPy) on every call, a second and more for a plain mask
+    bias = sys.modules.get("torch.nn.attention.bias")
+    if bias is None or not isinstance(attn_mask, bias.CausalBias):
         return attn_mask, is_causal, causal_alignment
     if is_causal:
         raise ValueError(
@@ -209,7 +211,7 @@ def torch_causal_bias(attn_mask, is_causal: bool, causal_alignment: str, query: 
             f"attn_mask is a CausalBias for (L, S) = ({attn_mask.seq_len_q}, "
             f"{attn_mask.seq_len_kv}), but the query and key lengths are (L, S) = {lengths}"
         )
-    lower_right = attn_mask.variant == CausalVariant.LOWER_RIGHT
+    lower_right = attn_mask.variant == bias.CausalVariant.LOWER_RIGHT
     alignment = "bottom_right" if lower_right and lengths[0] != lengths[1] else "top_left"
     if causal_alignment == "bottom_right" and alignment == "top_left" and lengths[0] != lengths[1]:
         raise ValueError(

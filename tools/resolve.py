@@ -90,7 +90,10 @@ def cases() -> list[Case]:
     found = []
     for name in requirement_files():
         platforms = ["linux-x86_64"] if name in LINUX_ONLY else list(PLATFORMS)
-        found += [Case(name, platform, python) for platform in platforms for python in PYTHONS]
+        # the autograder runs the Python that built it (assignments/build.py writes its version
+        # into otter's configuration), with the NumPy and SymPy that checked its keys there
+        pythons = [f"{sys.version_info.major}.{sys.version_info.minor}"] if name == "autograder" else PYTHONS
+        found += [Case(name, platform, python) for platform in platforms for python in pythons]
     return found
 
 

@@ -119,23 +119,22 @@ def _mup_widths(answer):
     return False, message
 
 
-def _mean_row_share(n_positions: int, width: int = 512) -> float:
-    """The squared length of the mean sinusoidal row over positions 0..n-1, over a row's (width / 2)."""
-    mean = sinusoidal(n_positions, width, dtype=torch.float64).mean(0)
-    return float(mean.square().sum()) / (width / 2)
-
-
 @checker("ex-12-sinusoid-mean",
          "a number between 0 and 1: the share of a row's squared length that the mean sinusoidal row over "
          "positions 0..511 keeps, for a model width of 512")
 def _sinusoid_mean(answer):
     got = as_number(answer, "answer")
-    expected = _mean_row_share(512)
+
+    def share(positions: int) -> float:  # the mean row's squared length over a row's, d_model / 2
+        mean = sinusoidal(positions, 512, dtype=torch.float64).mean(0)
+        return float(mean.square().sum()) / 256
+
+    expected = share(512)
     passed, message = compare("the share", np.asarray(got), np.asarray(expected), 5e-4)
     if passed:
         return True, ("fewer planes stay near cos = 1 over 512 positions than over 128, so the shared part "
                       "shrinks as the sequence grows, but it does not vanish.")
-    if abs(got - _mean_row_share(128)) <= 5e-4:
+    if abs(got - share(128)) <= 5e-4:
         return False, "that is the share over 128 positions, the chapter's; the exercise asks for 512."
     if abs(got - 100 * expected) <= 5e-2:
         return False, "give the share as a fraction between 0 and 1, not a percentage."
