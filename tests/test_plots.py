@@ -115,3 +115,22 @@ def test_gpu_memory_diagram_has_three_levels_and_their_contents():
     assert sum("HBM" in t or "shared memory" in t or "registers" in t for t in labels) == 3
     assert {"$Q$", "$K_j$ tile", "acc"} <= set(labels)
     plt.close(fig)
+
+
+def test_plain_log_ticks_label_data_that_lie_within_one_decade():
+    """Fig 9.4's points lie at 250-620 TFLOP/s; matplotlib's default labels only 10^1 and 10^2."""
+    def labels(ax):
+        ax.figure.canvas.draw()
+        low, high = ax.get_ylim()
+        return [t.get_text() for t in ax.yaxis.get_ticklabels(which="both")
+                if t.get_text() and low <= t.get_position()[1] <= high]
+
+    fig, (default, plain) = plt.subplots(1, 2)
+    for ax in (default, plain):
+        ax.set_yscale("log")
+        ax.plot([1, 2], [250, 620], "o")
+        ax.set_ylim(1.5, 700)
+    plots.plain_log_ticks(plain.yaxis)
+    assert "500" not in labels(default)
+    assert {"2", "10", "200", "500"} <= set(labels(plain)), labels(plain)
+    plt.close(fig)

@@ -88,6 +88,17 @@ def _use_double_resolution_in_notebooks() -> None:
         set_matplotlib_formats("retina")
 
 
+def plain_log_ticks(axis) -> None:
+    """Ticks at 1, 2 and 5 times each power of ten on a log ``axis`` (``ax.yaxis``), written as
+    plain numbers: matplotlib labels only the powers of ten, so data within one decade (250 to
+    620 TFLOP/s) would stand beside no number at all."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def heatmap(ax: plt.Axes, matrix, *, row_label: str = "query", col_label: str = "key",
             annotate: bool = True, fmt: str = "{:.3f}", title: str | None = None,
             first_index: int = 0):
