@@ -15,15 +15,21 @@ unrounded fp32 vectors.
 
 Writes ``attnlib/book/results/trained_heads.json``, which
 ``attnlib.book.live_figures.trained_head_inputs`` reads, and the page's copy of it,
-``_static/live/trained_heads_data.js``: one line that hands the figure its data, then the
-same JSON.
+``_static/live/trained_heads_data.js``: a comment that says how it was made (this command,
+the checkpoints, the versions, the commit and the date: :func:`stamp`), one line that hands
+the figure its data, then the same JSON. Only the page that shows the figure loads it
+(``_ext/live_figure_data.py``).
 """
 from __future__ import annotations
 
 import argparse
 import base64
+import datetime
+import importlib.metadata
 import json
 import pathlib
+import platform
+import subprocess
 
 import torch
 
@@ -66,15 +72,38 @@ def record(name: str) -> tuple[dict, dict]:
     return entry, exact
 
 
+def stamp() -> str:
+    """The data file's header: a JavaScript comment naming the command that made it, the
+    checkpoints, the versions, the commit and the date (``tests/test_interactive_figures.py``
+    reads it)."""
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no")
+                                                     else "")
+    lines = ["The stored queries and keys of Chapter 14.3's live figure (a trained head).",
+             f"made by: python {pathlib.Path(__file__).relative_to(ROOT)}",
+             f"commit: {commit}",
+             "date: " + datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")]
+    for name in live_figures.TRAINED_CAUSAL:
+        c = checkpoints.CHECKPOINTS[name]
+        lines.append(f"checkpoint {name}: {c.package}=={c.version} ({c.upstream}; {c.file} sha256 {c.sha256})")
+    versions = {"python": platform.python_version(), "torch": torch.__version__,
+                **{p: importlib.metadata.version(p) for p in ("transformers", "gguf", "numpy")}}
+    lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    lines.append(f"data: the same JSON as attnlib/book/results/{live_figures.TRAINED_RESULTS}")
+    return "".join(f"// {line}\n" for line in lines)
+
+
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
+    header = stamp()  # the commit as it is before this run writes anything
     data, exact = {}, {}
     for name in live_figures.TRAINED_CAUSAL:
         data[name], exact[name] = record(name)
     text = json.dumps(data, separators=(",", ":"))
     results = stored_results.RESULTS / live_figures.TRAINED_RESULTS
     results.write_text(text + "\n")
-    live_figures.TRAINED_DATA.write_text(live_figures.TRAINED_DATA_LINE + "\n" + text + "\n")
+    live_figures.TRAINED_DATA.write_text(header + live_figures.TRAINED_DATA_LINE + "\n" + text + "\n")
     for path in (results, live_figures.TRAINED_DATA):
         print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1024:.0f} KiB)")
     # how far the 16-bit rounding moves the readouts, over every stored head and factor

@@ -230,10 +230,11 @@ def test_a_title_page_and_the_books_title_and_authors_in_the_metadata(pdf):
     assert squeezed(config["author"]) in texts[0]
 
 
-def test_no_page_holds_only_an_empty_frame(pdf):
+def test_no_page_is_blank_or_holds_only_an_empty_frame(pdf):
     """A box kept whole (break-inside: avoid) that is taller than the space left on a page moved
-    to the next one and left its frame alone on this one: 11 pages held nothing else. No page
-    without text or a picture draws a box (a rectangle beyond the page's background)."""
+    to the next one and left its frame alone on this one: 11 pages held nothing else. And a page's
+    marker between two chapters (book_pdf.markers_into_pages) made a sheet of its own before
+    Chapter 14, blank but for its number. No page is without text or a picture."""
     reader, texts, _ = pdf
     framed, blank = [], []
     for number, (page, text) in enumerate(zip(reader.pages, texts), start=1):
@@ -242,8 +243,37 @@ def test_no_page_holds_only_an_empty_frame(pdf):
         drawing = page.get_contents().get_data()
         rectangles = len(re.findall(rb"\sre\s", drawing)) + len(re.findall(rb"\s[Ss]\n", drawing))
         (framed if rectangles > 1 else blank).append(number)
-    print(f"pages with nothing on them but the page number: {blank}")
     assert not framed, f"pages that hold only a box's frame: {framed}"
+    assert not blank, f"pages with nothing on them but the page number: {blank}"
+
+
+def test_a_link_to_a_page_jumps_to_its_title():
+    """The one-page build's marker of a page (the target of a link to the page) goes inside the
+    page's section, which starts a sheet: standing before it, it was left at the foot of the page
+    before, or on a blank sheet of its own."""
+    soup = BeautifulSoup('<div class="toctree-wrapper"><section id="a"><h2>A</h2><p>text</p></section>\n'
+                         '<span id="document-b"></span>\n<section id="b"><span id="ch-b"></span><h2>B</h2></section>'
+                         '<span id="document-c"></span></div>', "html.parser")
+    book_pdf.markers_into_pages(soup)
+    wrapper = soup.div
+    assert [child.name for child in wrapper.find_all(True, recursive=False)] == ["section", "section", "span"]
+    assert [child.get("id") for child in soup.find(id="b").find_all(True, recursive=False)] == ["document-b", "ch-b", None]
+
+
+def test_a_link_to_a_page_lands_on_the_sheet_of_its_title(pdf, book_html):
+    """In the print, each page's marker (where a link to the page jumps) is on the sheet where the
+    page's section starts: before markers_into_pages, all 29 were on the sheet before it (14's on a blank one)."""
+    printed = BeautifulSoup((book_html.parent / "singlehtml" / book_pdf.PRINTED_PAGE).read_text(), "html.parser")
+    pages = book_pdf.anchor_pages(pdf.reader)
+    compared, apart = 0, []
+    for marker in printed.find_all("span", id=re.compile("^document-")):
+        section = marker.find_parent("section")
+        if section is None or marker["id"] not in pages or section.get("id") not in pages:
+            continue
+        compared += 1
+        if pages[marker["id"]] != pages[section["id"]]:
+            apart.append((marker["id"], pages[marker["id"]], pages[section["id"]]))
+    assert compared >= 25 and not apart, (compared, apart)
 
 
 def test_a_code_line_too_long_for_the_page_is_broken_with_a_mark(pdf, book_html):

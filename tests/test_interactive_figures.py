@@ -44,10 +44,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 import numpy as np
 import pytest
 
+from attnlib import checkpoints
 from attnlib.book import live_figures, stored_results
 from attnlib.fused import attention as fused_attention
 from attnlib.book.seeded import SeededNormal
@@ -506,12 +508,30 @@ def test_every_control_moves_the_figure_as_attnlib_computes(own_book_html, page,
         CHECKS[figure](dict(reading["settings"], draw=draw), reading["shown"])
 
 
+def data_file_stamp(text: str) -> tuple[dict, str, str]:
+    """The data file's header comment as ``{field: value}``, its data line and the JSON after it."""
+    header, first, rest = [], *text.split("\n", 1)
+    while first.startswith("// "):
+        header.append(first[3:])
+        first, rest = rest.split("\n", 1)
+    return dict(line.split(": ", 1) for line in header[1:]), first, rest
+
+
 def test_the_trained_head_page_loads_the_stored_queries_and_keys():
-    """The page's data file is the stored JSON behind one line (every page loads it: kept small),
+    """The page's data file is the stored JSON behind one line, stamped with what made it (the
+    command, the checkpoints, the versions, the commit and the date: benchmarks/live_trained_heads.py),
     and the Python twin refuses settings the figure does not have, naming them."""
-    first, rest = live_figures.TRAINED_DATA.read_text().split("\n", 1)
+    stamp, first, rest = data_file_stamp(live_figures.TRAINED_DATA.read_text())
     assert first == live_figures.TRAINED_DATA_LINE
     assert json.loads(rest) == stored_results.load(live_figures.TRAINED_RESULTS)
+    assert stamp.get("made by") == "python benchmarks/live_trained_heads.py", stamp
+    assert re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", stamp.get("commit", "")), stamp
+    assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d\d UTC", stamp.get("date", "")), stamp
+    for name in live_figures.TRAINED_CAUSAL:
+        checkpoint = checkpoints.CHECKPOINTS[name]
+        assert f"{checkpoint.package}=={checkpoint.version}" in stamp.get(f"checkpoint {name}", ""), stamp
+        assert checkpoint.sha256 in stamp[f"checkpoint {name}"], stamp
+    assert re.search(r"torch \d+\.\d+\S*, transformers \d+\.\d+", stamp.get("versions", "")), stamp
     assert live_figures.TRAINED_DATA.stat().st_size < 512 * 1024
     query, key = live_figures.trained_head_inputs("smollm2", 1, 29, 8)
     assert query.shape == key.shape == (len(live_figures.trained_head_tokens("smollm2", 1)), 64)
@@ -519,6 +539,45 @@ def test_the_trained_head_page_loads_the_stored_queries_and_keys():
                              (("minilm", 0, 1, 0), "layer"), (("smollm2", 0, 0, 9), "head")]:
         with pytest.raises(ValueError, match=f"^{named} must"):
             live_figures.trained_head_inputs(*arguments)
+
+
+def loaded_bytes(html: pathlib.Path, requests: list[str]) -> int:
+    """The bytes of the files under ``html`` that a page requested (file:// URLs)."""
+    files = {pathlib.Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)) for url in requests
+             if url.startswith("file://")}
+    return sum(f.stat().st_size for f in files if f.is_file() and html in f.parents)
+
+
+@pytest.mark.book
+@needs_chromium
+def test_only_the_trained_heads_page_loads_their_stored_queries_and_keys(own_book_html):
+    """The trained head's data (370 kB) is loaded, in Chromium, by Chapter 14.3's page, whose figure
+    then builds from it, and by no other page (Jupyter Book gives every page each _static/ script;
+    _ext/live_figure_data.py takes this one out); the copy the book serves carries its stamp."""
+    data = live_figures.TRAINED_DATA.name
+    served = own_book_html / "_static" / "live" / data
+    stamp, _, _ = data_file_stamp(served.read_text())
+    assert stamp.get("made by") == "python benchmarks/live_trained_heads.py", stamp
+    pages = ["intro", "chapters/04_softmax_saturation", "chapters/14_2_queries_and_keys",
+             "chapters/14_3_scale_and_saturation"]
+    browser = Browser(CHROMIUM, DESKTOP)
+    try:
+        for page in pages:
+            browser.events.clear()
+            browser.open((own_book_html / f"{page}.html").as_uri())
+            requested = browser.requests()
+            shows_it = page == "chapters/14_3_scale_and_saturation"
+            loads = any(urllib.parse.urlsplit(url).path.endswith(f"/_static/live/{data}") for url in requested)
+            assert loads == shows_it, (page, requested)
+            print(f"{page}: {loaded_bytes(own_book_html, requested) / 1024:.0f} KiB in {len(requested)} requests")
+            if shows_it:
+                built = browser.evaluate("""[!!(window.attnlibLive && window.attnlibLive.trainedHeads
+                    && window.attnlibLive.trainedHeads.minilm), !!document.querySelector(
+                    '.live-figure[data-figure="trained-head"].live-figure-ready')]""")
+                assert built == [True, True], (page, built)
+        assert not browser.errors(), browser.errors()
+    finally:
+        browser.close()
 
 
 def test_the_generator_draws_standard_normals_and_refuses_a_bad_seed():

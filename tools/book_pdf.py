@@ -63,7 +63,7 @@ PDF_STYLE = """<style>
   section#title-page .subtitle { font-size: 1.15rem; font-style: italic; }
   section#title-page .author { font-size: 1.2rem; margin-top: 25mm; }
   section#title-page .edition { font-size: 0.85rem; margin-top: 70mm; }
-  div.toctree-wrapper > section, span[id^="document-"] + section { break-before: page; }
+  div.toctree-wrapper > section { break-before: page; }  /* each page (markers_into_pages) */
   nav#book-contents { font-size: 0.95em; break-before: page; }
   /* the theme hides an article's first h1 in print, for a title of its own (hidden by layout.css) */
   section#title-page h1 { display: block !important; }
@@ -224,6 +224,19 @@ def nested_page(tag, page) -> bool:
     return False
 
 
+def markers_into_pages(soup: BeautifulSoup) -> None:
+    """Each page's marker, the empty ``<span id="document-NAME">`` that the one-page build puts
+    before a page's section (where a link to the page jumps), goes inside the section, as its
+    first child. Between two sections it stood in a line of its own: where a page ended at the
+    foot of a sheet, Chromium put that line on the next sheet, and the next page's forced break
+    left the sheet blank (before Chapter 14); a link to the page jumped there, or to the foot
+    of the page before."""
+    for marker in soup.find_all("span", id=re.compile("^document-")):
+        page = marker.find_next_sibling()
+        if page is not None and page.name == "section":
+            page.insert(0, marker.extract())
+
+
 def internal_links(soup: BeautifulSoup) -> None:
     """Every link between the book's pages jumps inside the PDF: the one-page build writes them as
     ``intro.html#target`` (a file beside the print), which Chromium would print as file:// links.
@@ -343,6 +356,7 @@ def printable(page: pathlib.Path, numbers: dict[str, int] | None = None) -> tupl
     full_web_addresses(soup)
     keep_small_boxes(soup)
     wrap_code(soup)
+    markers_into_pages(soup)
     soup.head.append(BeautifulSoup(PDF_STYLE, "html.parser"))
     printed = page.with_name(PRINTED_PAGE)
     if numbers is not None:

@@ -210,7 +210,8 @@ TRAINED_SENTENCES = (
 TRAINED_LAYERS = {"minilm": (0, 3, 5), "smollm2": (0, 15, 29)}
 TRAINED_CAUSAL = {"minilm": False, "smollm2": True}
 #: Its stored queries and keys (``benchmarks/live_trained_heads.py``), and the page's copy
-#: of them: the script's first line, then the same JSON.
+#: of them: a comment that stamps how they were made, the script's line, then the same JSON
+#: (loaded by Chapter 14.3's page only: ``_ext/live_figure_data.py``).
 TRAINED_RESULTS = "trained_heads.json"
 TRAINED_DATA = pathlib.Path(__file__).resolve().parents[2] / "_static" / "live" / "trained_heads_data.js"
 TRAINED_DATA_LINE = "(window.attnlibLive = window.attnlibLive || { builders: {} }).trainedHeads ="
