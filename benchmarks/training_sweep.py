@@ -2,6 +2,7 @@
 
     python benchmarks/training_sweep.py              # the 72-run sweep, one worker per core
     python benchmarks/training_sweep.py controls     # the 66 control runs, one worker (~10-20 min)
+    python benchmarks/training_sweep.py means        # 12 of them again, logging means (~5 min)
 
 Trains :class:`attnlib.book.training.CopyTransformer` on the copy task
 (``attnlib.book.training.CopyTask()``: 16 random tokens of 16, a separator, the
@@ -25,6 +26,16 @@ claim was made) under the three rules; the values' width held at 64 while
 capacity?); and the sweep's Pre-LN and no-LayerNorm runs with LeCun init
 again, now logging per-coordinate variances and weight norms.
 They are written to ``attnlib/book/results/training_controls.json``.
+
+The means study (``means_grid``) trains again, with the same seeds, the
+controls' runs that Section 10.3's LayerNorm argument rests on (1/sqrt(d),
+LeCun, seed 0: Pre-LN, no LayerNorm and Post-LN at the three widths) and the
+sweep's three QK-norm runs under 1/sqrt(d), now logging what Chapter 14
+measures on trained checkpoints: the within-row and between-row parts of
+Var(q . k)/d, the independent model's within-row part and the coordinates'
+squared means (``TrainingLog.SPLIT_CURVES``). Logging draws no random number,
+so each run's other curves are those of the stored run it repeats. Written
+to ``attnlib/book/results/training_means.json``.
 
 Writes ``attnlib/book/results/training_sweep.json``: the machine and date, the
 task, the training settings, and per run its configuration, the first
@@ -52,7 +63,8 @@ from attnlib.book import stored_results, training
 from measure import machine
 
 RESULTS = {"sweep": stored_results.RESULTS / "training_sweep.json",
-           "controls": stored_results.RESULTS / "training_controls.json"}
+           "controls": stored_results.RESULTS / "training_controls.json",
+           "means": stored_results.RESULTS / "training_means.json"}
 STEPS, BATCH, LOG_EVERY, STORED_EVERY = 400, 32, 10, 20
 THRESHOLDS = (1.0, 0.1)
 HEAD_DIMS = (16, 64, 256)
@@ -105,6 +117,19 @@ def controls_grid() -> list[dict]:
     return runs
 
 
+def means_grid() -> list[dict]:
+    """The runs of the means study, all with Adam and seed 0, LeCun init, 1/sqrt(d).
+
+    Pre-LN, no LayerNorm and Post-LN blocks at each width (as in
+    ``controls_grid``), then QK-norm with Pre-LN at each width (as in ``grid``).
+    """
+    blocks = (dict(layernorm=True), dict(layernorm=False), dict(post_ln=True),
+              dict(layernorm=True, qk_norm=True))
+    return [dict(config=dict(scale_rule="1/sqrt(d)", head_dim=head_dim, init="lecun", **block),
+                 optimizer="adam", seed=0)
+            for block, head_dim in itertools.product(blocks, HEAD_DIMS)]
+
+
 def commit() -> str:
     """The repository's commit, with ``+changes`` when the work tree differs from it."""
     def git(*args):
@@ -137,8 +162,8 @@ def run_one(run: dict) -> dict:
 
 def main(study: str = "sweep") -> None:
     at_start = {**machine(), "commit": commit()}
-    runs = {"sweep": grid, "controls": controls_grid}[study]()
-    # the controls are a small study on a shared machine: one worker
+    runs = {"sweep": grid, "controls": controls_grid, "means": means_grid}[study]()
+    # the controls and the means are small studies on a shared machine: one worker
     workers = (os.cpu_count() or 1) if study == "sweep" else 1
     wall = time.perf_counter()
     context = multiprocessing.get_context("spawn")

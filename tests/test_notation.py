@@ -77,6 +77,10 @@ def test_every_page_follows_the_notation():
     # 10.4's base-2 score: a primed letter is a symbol of its own
     (r"where $s' = \tau \log_2 e \; q \cdot k$ is the score in base 2", ("ruled out", "$s'$")),
     (r"so that $q'$ is the query after the change", ("undefined", "$q'$")),
+    # 14.2's projection and LayerNorm biases, once written as chapter 8's tile sizes and
+    # chapter 11's bandwidth
+    ("The key bias $b_k$ is the one term softmax never sees.", ("prose", "'bias $b_k$'")),
+    ("and the gain $\\gamma$ and bias $\\beta$ learned", ("prose", "'bias $\\beta$'")),
 ])
 def test_a_collision_put_back_is_reported(tmp_path, markdown, expected):
     findings = findings_on(tmp_path, "13_attention_in_models.md", markdown)

@@ -27,3 +27,8 @@ def test_steps_and_outcome_read_the_run():
            "curves": {"copy_loss": [3.0, 0.5, 0.7]}}
     assert stored_runs.steps_to(run, "1.0") == "40" and stored_runs.steps_to(run, "0.1") == "-"
     assert stored_runs.outcome(run) == "0.700 0.500   40    -"
+
+
+def test_peak_is_the_index_of_the_largest_value_and_the_first_of_a_tie():
+    assert stored_runs.peak([1.0, 4.0, 2.0, 4.0]) == 1
+    assert stored_runs.peak([3.0]) == 0 and stored_runs.peak([0.5, 0.25, 7.5]) == 2

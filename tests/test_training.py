@@ -129,6 +129,35 @@ def test_statistics_of_random_unit_variance_vectors():
     assert stats["max_abs_logit"] == pytest.approx(dots.abs().max().item() / 8, rel=1e-9)
 
 
+def test_a_key_offset_moves_the_scores_between_rows_not_within_them():
+    # k + c adds q_i . c to every score of row i: softmax's shift invariance
+    width = 16
+    gen = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 4, 2, 48, width, generator=gen, dtype=torch.float64)
+    offset = torch.full((width,), 3.0, dtype=torch.float64)
+    weights = torch.ones(4, 2, 48, 48) / 48  # not used by these measures
+    plain = training.attention_statistics(q, k, weights, scale=0.25)
+    shifted = training.attention_statistics(q, k + offset, weights, scale=0.25)
+    assert shifted["within_qk_over_d"] == pytest.approx(plain["within_qk_over_d"], rel=1e-9)
+    # the row means q_i . c vary with q_i: Var(q . c) / d = |c|^2 / d = 9 per unit-variance q
+    assert shifted["between_qk_over_d"] - plain["between_qk_over_d"] == pytest.approx(9.0, rel=0.15)
+    # the squared mean of each key coordinate is 3^2, give or take the sample mean's noise
+    assert plain["mean_sq_k"] < 0.1 and shifted["mean_sq_k"] == pytest.approx(9.0, rel=0.05)
+    assert shifted["mean_sq_q"] == plain["mean_sq_q"] < 0.1
+
+
+def test_independent_unit_coordinates_put_the_variance_within_rows():
+    width = 32
+    gen = torch.Generator().manual_seed(2)
+    q, k = torch.randn(2, 8, 2, 64, width, generator=gen, dtype=torch.float64)
+    stats = training.attention_statistics(q, k, torch.ones(8, 2, 64, 64) / 64, scale=width**-0.5)
+    # Chapter 2's model: Var(q . k) / d = 1, all of it within rows; the means 0
+    assert stats["within_qk_over_d"] == pytest.approx(1.0, abs=0.08)
+    assert stats["between_qk_over_d"] < 0.05
+    assert stats["independent_within"] == pytest.approx(1.0, abs=0.05)
+    assert stats["mean_sq_q"] < 0.05 and stats["mean_sq_k"] < 0.05
+
+
 def test_a_short_run_learns_to_copy():
     torch.set_num_threads(1)
     task = CopyTask()

@@ -38,3 +38,8 @@ def outcome(run: dict) -> str:
     """Copy loss at the last step, its lowest stored value, first steps below 1.0 and 0.1."""
     copy = run["curves"]["copy_loss"]
     return f"{copy[-1]:5.3f} {min(copy):5.3f} {steps_to(run, '1.0'):>4} {steps_to(run, '0.1'):>4}"
+
+
+def peak(curve: list) -> int:
+    """The index of a stored curve's largest value (the first, if it recurs)."""
+    return max(range(len(curve)), key=curve.__getitem__)

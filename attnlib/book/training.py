@@ -46,6 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..attention import attention_weights
+from . import trained
 
 SCALE_RULES = ("1/sqrt(d)", "1", "1/d")
 INITS = ("torch", "lecun")
@@ -299,6 +300,22 @@ def attention_statistics(q, k, weights, scale: float) -> dict:
     - ``max_abs_logit``: the largest ``|scale * q . k|``;
     - ``entropy``: the mean over query rows of ``-sum_j a_ij ln a_ij`` (nats);
     - ``max_weight``: the mean over query rows of the largest weight.
+
+    And, with Chapter 14's measures of trained checkpoints
+    (:mod:`attnlib.book.trained`), each per head ``(B, H, L, d)`` and then
+    averaged over the heads:
+
+    - ``within_qk_over_d``, ``between_qk_over_d``: the two parts of
+      :func:`~attnlib.book.trained.score_variance_split`, the variance within
+      rows (what softmax sees) and between them (what it discards);
+    - ``independent_within``: the within-row part that independent coordinates
+      with the measured means and variances would give
+      (:func:`~attnlib.book.trained.independent_split`);
+    - ``mean_sq_q``, ``mean_sq_k``: the mean over coordinates of each
+      coordinate's squared mean over the tokens, the part of ``q`` (``k``)
+      that every token of a head shares
+      (:func:`~attnlib.book.trained.coordinate_statistics`); 0 in
+      Chapter 2's model.
     """
     length, width = q.shape[-2], q.shape[-1]
     allowed = torch.ones(length, length, dtype=torch.bool).tril()
@@ -306,6 +323,7 @@ def attention_statistics(q, k, weights, scale: float) -> dict:
     def mean_coordinate_variance(x):
         return x.double().flatten(0, -2).var(0).mean().item()
 
+    split = trained.score_variance_split(q, k, causal=True)
     return {
         "var_qk_over_d": dots.var().item() / width,
         "var_q": mean_coordinate_variance(q),
@@ -313,6 +331,11 @@ def attention_statistics(q, k, weights, scale: float) -> dict:
         "max_abs_logit": scale * dots.abs().max().item(),
         "entropy": torch.special.entr(weights.double()).sum(-1).mean().item(),
         "max_weight": weights.amax(-1).double().mean().item(),
+        "within_qk_over_d": split["within"].mean().item(),
+        "between_qk_over_d": split["between"].mean().item(),
+        "independent_within": trained.independent_split(q, k)["within"].mean().item(),
+        "mean_sq_q": trained.coordinate_statistics(q)["mean_squared"].mean().item(),
+        "mean_sq_k": trained.coordinate_statistics(k)["mean_squared"].mean().item(),
     }
 
 
@@ -347,9 +370,18 @@ class TrainingLog:
     max_abs_logit: list = dataclasses.field(default_factory=list)
     entropy: list = dataclasses.field(default_factory=list)
     max_weight: list = dataclasses.field(default_factory=list)
+    within_qk_over_d: list = dataclasses.field(default_factory=list)
+    between_qk_over_d: list = dataclasses.field(default_factory=list)
+    independent_within: list = dataclasses.field(default_factory=list)
+    mean_sq_q: list = dataclasses.field(default_factory=list)
+    mean_sq_k: list = dataclasses.field(default_factory=list)
 
     CURVES = ("loss", "copy_loss", "random_loss", "grad_q", "grad_k", "weight_q", "weight_k",
-              "var_q", "var_k", "var_qk_over_d", "max_abs_logit", "entropy", "max_weight")
+              "var_q", "var_k", "var_qk_over_d", "max_abs_logit", "entropy", "max_weight",
+              "within_qk_over_d", "between_qk_over_d", "independent_within", "mean_sq_q",
+              "mean_sq_k")
+    #: the curves that runs stored before Chapter 14's measures were logged lack
+    SPLIT_CURVES = CURVES[-5:]
 
     def first_step_below(self, threshold: float) -> int | None:
         """The first logged step whose copy loss is below ``threshold``, or None."""
@@ -376,7 +408,7 @@ def _record(log: TrainingLog, step, model, task, per_target_loss):
     log.grad_k.append(_norm(layer.k_proj.weight.grad for layer in layers))
     log.weight_q.append(_norm(layer.q_proj.weight.detach() for layer in layers))
     log.weight_k.append(_norm(layer.k_proj.weight.detach() for layer in layers))
-    for name in ("var_q", "var_k", "var_qk_over_d"):
+    for name in ("var_q", "var_k", "var_qk_over_d") + TrainingLog.SPLIT_CURVES:
         getattr(log, name).append(sum(s[name] for s in stats) / len(stats))
     log.max_abs_logit.append(max(s["max_abs_logit"] for s in stats))
     log.entropy.append(sum(s["entropy"] for s in stats) / len(stats))
