@@ -4,7 +4,8 @@ book's pages, an outline built from its contents (formulas as text) with a bookm
 chapter and section page, contents with page numbers, links that jump inside the file (or to the
 web, never to the build machine's disk), the HTML book's equation, figure and exercise numbers,
 its solutions and library sources open, no page left with only an empty frame, and every code line
-whole (a line cut at its box's edge loses its end on paper), a long one broken with a mark."""
+whole (a line cut at its box's edge loses its end on paper), a long one broken with a mark. It is
+set in fonts it embeds (never the printing machine's)."""
 import json
 import pathlib
 import re
@@ -116,7 +117,7 @@ def pages(book_html) -> dict[str, BeautifulSoup]:
 
 
 def test_the_pdf_has_the_books_pages_and_a_bookmark_for_every_page_of_the_book(pdf, book_html):
-    reader, _, _ = pdf
+    reader = pdf.reader
     print(f"{len(reader.pages)} pages")
     assert 250 <= len(reader.pages) <= 900, len(reader.pages)
     marks = {squeezed(title) for title in bookmarks(reader.outline)}
@@ -148,7 +149,7 @@ def test_the_outline_is_the_contents_in_plain_text_and_each_bookmark_opens_its_p
     """Chromium's own outline doubled 33 titles ("SizesSizes"), ran words together and dropped
     formulas ("14.2.1. , layer by layer"); this one is the book's contents, formulas as text, and
     each bookmark's page shows the start of its title (up to its first formula)."""
-    reader, texts, _ = pdf
+    reader, texts = pdf.reader, pdf.texts
     items = outline_items(reader.outline)
     assert len(items) >= 120, len(items)
     garbled = []
@@ -201,7 +202,7 @@ def test_every_link_jumps_inside_the_pdf_or_to_the_web(pdf):
     """Cross-references and citations jump within the file: the one-page build writes them as
     links to intro.html, which Chromium printed as file:///.../_build/... (606 of them), and the
     figures linked their PNGs the same way. Every link left is a web address."""
-    reader, _, _ = pdf
+    reader = pdf.reader
     internal, web, local = 0, 0, []
     for number, page in enumerate(reader.pages, start=1):
         for annotation in page.get("/Annots") or []:
@@ -223,7 +224,7 @@ def test_every_link_jumps_inside_the_pdf_or_to_the_web(pdf):
 
 
 def test_a_title_page_and_the_books_title_and_authors_in_the_metadata(pdf):
-    reader, texts, _ = pdf
+    reader, texts = pdf.reader, pdf.texts
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert reader.metadata.title == config["title"] and reader.metadata.author == config["author"], reader.metadata
     assert texts[0].startswith(squeezed(config["title"])), texts[0][:200]
@@ -235,7 +236,7 @@ def test_no_page_is_blank_or_holds_only_an_empty_frame(pdf):
     to the next one and left its frame alone on this one: 11 pages held nothing else. And a page's
     marker between two chapters (book_pdf.markers_into_pages) made a sheet of its own before
     Chapter 14, blank but for its number. No page is without text or a picture."""
-    reader, texts, _ = pdf
+    reader, texts = pdf.reader, pdf.texts
     framed, blank = [], []
     for number, (page, text) in enumerate(zip(reader.pages, texts), start=1):
         if len(text) >= 3 or list(page.images):
@@ -362,3 +363,37 @@ def test_a_headings_formula_reads_as_text_in_a_bookmark():
     assert tex_text(r"\operatorname{Var}(q \cdot k)/d_k") == "Var(q · k)/dₖ"
     assert tex_text(r"-10^9") == "−10⁹" and tex_text(r"-\infty") == "−∞"
     assert tex_text(r"\sqrt{d_{\text{model}}}") == "√(d_model)" and tex_text(r"\sqrt{d_k}") == "√dₖ"
+
+
+def font_names(reader) -> dict[str, bool]:
+    """Each font of the PDF's pages by its PostScript name (without the subset's tag "ABCDEF+"), and
+    whether the file carries it: a TrueType or CFF program, or a Type 3 font's glyph drawings."""
+    fonts = {}
+    for page in reader.pages:
+        for font in (page["/Resources"].get_object().get("/Font") or {}).values():
+            font = font.get_object()
+            if font["/Subtype"] == "/Type3":
+                name, embedded = font["/FontDescriptor"]["/FontName"], "/CharProcs" in font
+            else:
+                described = font["/DescendantFonts"][0].get_object() if font["/Subtype"] == "/Type0" else font
+                descriptor = described["/FontDescriptor"].get_object()
+                name = font["/BaseFont"]
+                embedded = any(key in descriptor for key in ("/FontFile", "/FontFile2", "/FontFile3"))
+            fonts[re.sub(r"^[A-Z]{6}\+", "", str(name).lstrip("/"))] = embedded
+    return fonts
+
+
+def test_the_pdf_is_set_in_the_fonts_it_embeds_not_the_printing_machines(pdf):
+    """Text and headings in Source Sans 3, code in Source Code Pro, the signs they lack ("↪") in Noto
+    Sans Math, formulas in MathJax's fonts and the theme's icons in Font Awesome, every one embedded.
+    Printed with the machine's fonts, the PDF was set in DejaVu Sans, DejaVu Sans Mono and (its page
+    numbers) Liberation Serif: another machine would print another book."""
+    fonts = font_names(pdf.reader)
+    print(sorted(fonts))
+    for family in ("SourceSans3", "SourceCodePro", "NotoSansMath"):
+        assert any(name.startswith(family) for name in fonts), f"no {family} font in the PDF: {sorted(fonts)}"
+    intended = ("SourceSans3", "SourceCodePro", "NotoSansMath", "MathJax_", "FontAwesome6")
+    fallback = sorted(name for name in fonts if not name.startswith(intended))
+    assert not fallback, f"fonts the book does not ship: {fallback}"
+    assert all(fonts.values()), f"fonts not embedded: {[name for name, embedded in fonts.items() if not embedded]}"
+
