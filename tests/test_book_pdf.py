@@ -5,7 +5,7 @@ chapter and section page, contents with page numbers, links that jump inside the
 web, never to the build machine's disk), the HTML book's equation, figure and exercise numbers,
 its solutions and library sources open, no page left with only an empty frame, and every code line
 whole (a line cut at its box's edge loses its end on paper), a long one broken with a mark. It is
-set in fonts it embeds (never the printing machine's)."""
+set in fonts it embeds (never the printing machine's) and prints no web-only toggle labels."""
 import json
 import pathlib
 import re
@@ -396,4 +396,16 @@ def test_the_pdf_is_set_in_the_fonts_it_embeds_not_the_printing_machines(pdf):
     fallback = sorted(name for name in fonts if not name.startswith(intended))
     assert not fallback, f"fonts the book does not ship: {fallback}"
     assert all(fonts.values()), f"fonts not embedded: {[name for name, embedded in fonts.items() if not embedded]}"
+
+def test_a_toggles_web_only_label_does_not_print(pdf, book_html):
+    """A folded cell prints open, so its button's "Show code cell content" or "Hide the source" says
+    nothing on paper: no title of a fold's button prints as the button says it (a titled fold prints
+    its title without the "Show")."""
+    labels = {re.sub(r"\s+", " ", title.get_text()).strip()
+              for soup in pages(book_html).values()
+              for title in soup.select("details > summary .collapsed, details > summary .expanded")}
+    assert {"Show code cell output", "Hide code cell source"} <= labels and len(labels) >= 20, sorted(labels)
+    joined = whole(pdf.texts)
+    printed = sorted(label for label in labels if squeezed(label) in joined)
+    assert not printed, f"web-only labels in the PDF: {printed}"
 
