@@ -5,7 +5,9 @@
 ``PDF_NAME``; the publishing workflow publishes it with the book. This extension
 
 - adds "whole book (PDF)" to every page's download menu, and renames the theme's ".pdf", which
-  prints only the page shown, "this page (print)";
+  prints only the page shown, "this page (print)". Where the PDF is there, the label says how long
+  and large it is ("whole book (PDF, 451 pp., 34 MB)"), read from the file: ``make pdf`` writes the
+  PDF after the HTML book, and relabels the built pages itself (``relabel_pages``);
 - gives ``singlehtml`` the node handlers registered for ``html``. Sphinx falls back to those for
   another HTML builder only when no extension has registered any for it by name; sphinx-exercise
   and sphinx-proof register theirs for ``singlehtml``, so myst-nb's (the folded code cells) were
@@ -13,10 +15,36 @@
 """
 from __future__ import annotations
 
+import functools
+import pathlib
+import re
+
 from sphinx.application import Sphinx
 
 #: the PDF's file name, at the root of the HTML book
 PDF_NAME = "book.pdf"
+#: the menu's label, with or without what pdf_label() adds
+LABEL = re.compile(r">whole book \(PDF[^<)]*\)<")
+
+
+def pdf_label(pdf: pathlib.Path) -> str:
+    """The menu's label of the PDF ``pdf``: with its pages and megabytes where it exists."""
+    if not pdf.is_file():
+        return "whole book (PDF)"
+    import pypdf  # the book's environment has it (requirements.txt); only a built PDF needs it
+    return f"whole book (PDF, {len(pypdf.PdfReader(pdf).pages)} pp., {pdf.stat().st_size / 1e6:.0f} MB)"
+
+
+def relabel_pages(pdf: pathlib.Path) -> int:
+    """Give the menu of every page of the HTML book beside ``pdf`` the PDF's label; how many pages."""
+    label, relabelled = pdf_label(pdf), 0
+    for page in pdf.parent.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        changed = LABEL.sub(f">{label}<", text)
+        if changed != text:
+            page.write_text(changed, encoding="utf-8")
+            relabelled += 1
+    return relabelled
 
 
 def share_html_handlers(app: Sphinx) -> None:
@@ -39,11 +67,22 @@ def link_the_pdf(app: Sphinx, pagename, templatename, context, doctree) -> None:
         group["buttons"].append({
             "type": "link",
             "url": context["pathto"](PDF_NAME, 1),
-            "text": "whole book (PDF)",
+            "text": built_label(pathlib.Path(app.outdir) / PDF_NAME),
             "tooltip": "Download the whole book as one PDF",
             "icon": "fas fa-book",
             "label": "download-book-pdf-button",
         })
+
+
+def built_label(pdf: pathlib.Path) -> str:
+    """pdf_label(), the PDF read once for all the pages of a build."""
+    stat = pdf.stat() if pdf.is_file() else None
+    return cached_label(pdf, stat and (stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=1)
+def cached_label(pdf: pathlib.Path, version) -> str:
+    return pdf_label(pdf)
 
 
 def setup(app: Sphinx) -> dict:

@@ -5,10 +5,12 @@ chapter and section page, contents with page numbers, links that jump inside the
 web, never to the build machine's disk), the HTML book's equation, figure and exercise numbers,
 its solutions and library sources open, no page left with only an empty frame, and every code line
 whole (a line cut at its box's edge loses its end on paper), a long one broken with a mark. It is
-set in fonts it embeds (never the printing machine's) and prints no web-only toggle labels."""
+set in fonts it embeds (never the printing machine's), prints no web-only toggle labels, and the
+download menu of the pages beside it says how long and large it is."""
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -47,6 +49,9 @@ def pdf(tmp_path_factory, book_html):
     except SystemExit as missing:
         pytest.skip(str(missing))
     folder = tmp_path_factory.mktemp("pdf")
+    for name in MENU_PAGES:  # two pages of the HTML book beside the PDF, for make pdf to relabel
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(book_html / name, folder / name)
     started = time.monotonic()
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "book_pdf.py"), "--out", str(folder / "book.pdf"),
                              "--path-output", str(book_html.parent.parent), "--after-html-build"],
@@ -60,13 +65,17 @@ def pdf(tmp_path_factory, book_html):
     texts = [page.extract_text() for page in reader.pages]
     marks = sum(text.count(CONTINUED.strip()) for text in texts)
     texts = [squeezed(text).removeprefix(str(number)) for number, text in enumerate(texts, start=1)]
-    return Printed(reader, texts, marks)
+    return Printed(reader, texts, marks, folder)
+
+
+MENU_PAGES = ["intro.html", "chapters/01_four_steps.html"]
 
 
 class Printed(NamedTuple):
     reader: "pypdf.PdfReader"
     texts: list[str]  # each page's text, squeezed, without its page number
     marks: int        # the "↪" that mark where a code line continues
+    folder: pathlib.Path  # the PDF and MENU_PAGES beside it
 
 
 def whole(texts: list[str]) -> str:
@@ -397,6 +406,7 @@ def test_the_pdf_is_set_in_the_fonts_it_embeds_not_the_printing_machines(pdf):
     assert not fallback, f"fonts the book does not ship: {fallback}"
     assert all(fonts.values()), f"fonts not embedded: {[name for name, embedded in fonts.items() if not embedded]}"
 
+
 def test_a_toggles_web_only_label_does_not_print(pdf, book_html):
     """A folded cell prints open, so its button's "Show code cell content" or "Hide the source" says
     nothing on paper: no title of a fold's button prints as the button says it (a titled fold prints
@@ -409,3 +419,16 @@ def test_a_toggles_web_only_label_does_not_print(pdf, book_html):
     printed = sorted(label for label in labels if squeezed(label) in joined)
     assert not printed, f"web-only labels in the PDF: {printed}"
 
+
+def test_the_download_menu_says_how_long_and_large_the_pdf_is(pdf, book_html):
+    """make pdf runs after the HTML book is built, and relabels the menus of the pages beside the PDF
+    with what the PDF it made has: pages and megabytes. Before the PDF exists, the label is plain."""
+    pages_count, megabytes = len(pdf.reader.pages), (pdf.folder / "book.pdf").stat().st_size / 1e6
+    for name in MENU_PAGES:
+        labels = re.findall(r">\s*(whole book \(PDF[^<]*)<", (pdf.folder / name).read_text())
+        assert len(labels) == 1, (name, labels)
+        numbers = re.fullmatch(r"whole book \(PDF, (\d+) pp\., (\d+) MB\)", labels[0])
+        assert numbers, labels[0]
+        assert int(numbers.group(1)) == pages_count, (labels[0], pages_count)
+        assert abs(int(numbers.group(2)) - megabytes) <= 0.5, (labels[0], megabytes)
+    assert re.findall(r">\s*(whole book \(PDF[^<]*)<", (book_html / "intro.html").read_text()) == ["whole book (PDF)"]

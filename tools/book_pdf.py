@@ -42,7 +42,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "_ext"))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from pdf_edition import PDF_NAME  # noqa: E402
+from pdf_edition import PDF_NAME, relabel_pages  # noqa: E402
 from tex_text import tex_text  # noqa: E402
 
 PRINTED_PAGE = "book-print.html"  # beside the one-page book, so that its relative links hold
@@ -548,9 +548,11 @@ def main(argv: list[str] | None = None) -> None:
     page = build_single_page(args.jupyter_book, args.path_output.resolve(), fresh=not args.after_html_build)
     built = time.monotonic()
     numbering = make_pdf(page, args.out)
+    # the HTML book was built before its PDF: its menus say only "whole book (PDF)", or describe an older PDF
+    relabelled = relabel_pages(args.out)
     print(f"[tools/book_pdf.py] {args.out} written: one-page build {built - started:.0f} s, "
           f"printing {time.monotonic() - built - numbering:.0f} s, the contents' page numbers and "
-          f"the outline {numbering:.0f} s", flush=True)
+          f"the outline {numbering:.0f} s; the download menu of {relabelled} pages beside it relabelled", flush=True)
 
 
 if __name__ == "__main__":
