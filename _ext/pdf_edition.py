@@ -8,6 +8,9 @@
   prints only the page shown, "this page (print)". Where the PDF is there, the label says how long
   and large it is ("whole book (PDF, 451 pp., 34 MB)"), read from the file: ``make pdf`` writes the
   PDF after the HTML book, and relabels the built pages itself (``relabel_pages``);
+- gives each fold of a code cell a title for print, where it prints open (``_static/print.css``
+  shows it there instead of the button's): its own name without the "Show" that only a button says,
+  or none where the button names no content ("Show code cell output");
 - gives ``singlehtml`` the node handlers registered for ``html``. Sphinx falls back to those for
   another HTML builder only when no extension has registered any for it by name; sphinx-exercise
   and sphinx-proof register theirs for ``singlehtml``, so myst-nb's (the folded code cells) were
@@ -45,6 +48,27 @@ def relabel_pages(pdf: pathlib.Path) -> int:
             page.write_text(changed, encoding="utf-8")
             relabelled += 1
     return relabelled
+
+
+#: a fold's two button titles (myst-nb): shown folded, shown open
+FOLD_TITLES = re.compile(r'(<p class="collapsed admonition-title">(.*?)</p>\s*<p class="expanded admonition-title">.*?</p>)',
+                         re.S)
+
+
+def print_title(folded: str) -> str | None:
+    """A fold's title on paper, from its folded button's title (HTML)."""
+    if re.fullmatch(r"Show code cell \w+", folded.strip()):
+        return None
+    return re.sub(r"^(\s*)Show (\w)", lambda match: match.group(1) + match.group(2).upper(), folded)
+
+
+def print_titles(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    def titled(match: re.Match) -> str:
+        title = print_title(match.group(2))
+        return match.group(1) + (f'<p class="print-title admonition-title">{title}</p>' if title else "")
+
+    if context.get("body"):
+        context["body"] = FOLD_TITLES.sub(titled, context["body"])
 
 
 def share_html_handlers(app: Sphinx) -> None:
@@ -89,4 +113,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", share_html_handlers)
     # after sphinx-book-theme's add_header_buttons
     app.connect("html-page-context", link_the_pdf, priority=502)
+    app.connect("html-page-context", print_titles)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -432,3 +432,22 @@ def test_the_download_menu_says_how_long_and_large_the_pdf_is(pdf, book_html):
         assert int(numbers.group(1)) == pages_count, (labels[0], pages_count)
         assert abs(int(numbers.group(2)) - megabytes) <= 0.5, (labels[0], megabytes)
     assert re.findall(r">\s*(whole book \(PDF[^<]*)<", (book_html / "intro.html").read_text()) == ["whole book (PDF)"]
+
+
+def test_a_pages_own_print_shows_its_folds_open_under_print_titles(book_html, tmp_path):
+    """The download menu's "this page (print)" prints a page with the book's print rules too: a fold
+    prints open under its title without the button's "Show" ("The section's setup"), or under no
+    title where the button names no content ("Show code cell output"); no button title prints."""
+    try:
+        chromium()
+    except SystemExit as missing:
+        pytest.skip(str(missing))
+    page = book_html / "chapters" / "09_1_the_kernel.html"
+    soup = BeautifulSoup(page.read_text(), "html.parser")
+    labels = {re.sub(r"\s+", " ", title.get_text()).strip()
+              for title in soup.select("details > summary .collapsed, details > summary .expanded")}
+    assert {"Show the section's setup", "Show code cell output"} <= labels, labels
+    book_pdf.print_to_pdf(page, tmp_path / "page.pdf")
+    text = squeezed("".join(sheet.extract_text() for sheet in pypdf.PdfReader(tmp_path / "page.pdf").pages))
+    assert squeezed("The section's setup") in text
+    assert not [label for label in labels if squeezed(label) in text], sorted(labels)

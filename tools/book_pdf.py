@@ -312,19 +312,6 @@ def internal_links(soup: BeautifulSoup) -> None:
             del link["href"]
 
 
-def web_only_words(soup: BeautifulSoup) -> None:
-    """A folded cell prints open, so its "Show code cell content" button is not printed; a titled
-    fold keeps its title, without the "Show" that only a button says."""
-    for summary in soup.select("details > summary"):
-        title = summary.get_text(" ", strip=True)
-        if re.fullmatch(r"(Show|Hide) code cell (content|source|outputs?)( Hide code cell \w+)?", title):
-            summary.decompose()
-            continue
-        for label in summary.find_all(string=re.compile(r"^\s*Show ")):
-            text = re.sub(r"^(\s*)Show (\w)", lambda m: m.group(1) + m.group(2).upper(), str(label))
-            label.replace_with(text)
-
-
 def full_web_addresses(soup: BeautifulSoup) -> None:
     """A link whose text is a shortened address ("tensorflow/mesh", Sphinx's GitHub links) prints
     its whole address (instead of layout.css's print rule, which adds it after the short one)."""
@@ -410,7 +397,6 @@ def printable(page: pathlib.Path, numbers: dict[str, int] | None = None) -> tupl
     first = article.find("section")
     first.insert_before(BeautifulSoup(title_page(soup), "html.parser"))
     internal_links(soup)
-    web_only_words(soup)
     full_web_addresses(soup)
     keep_small_boxes(soup)
     wrap_code(soup)
