@@ -4,10 +4,13 @@ book's pages, an outline built from its contents (formulas as text) with a bookm
 chapter and section page, contents with page numbers, links that jump inside the file (or to the
 web, never to the build machine's disk), the HTML book's equation, figure and exercise numbers,
 its solutions and library sources open, no page left with only an empty frame, and every code line
-whole (a line cut at its box's edge loses its end on paper), a long one broken with a mark."""
+whole (a line cut at its box's edge loses its end on paper), a long one broken with a mark. It is
+set in fonts it embeds (never the printing machine's), prints no web-only toggle labels, and the
+download menu of the pages beside it says how long and large it is."""
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -46,6 +49,9 @@ def pdf(tmp_path_factory, book_html):
     except SystemExit as missing:
         pytest.skip(str(missing))
     folder = tmp_path_factory.mktemp("pdf")
+    for name in MENU_PAGES:  # two pages of the HTML book beside the PDF, for make pdf to relabel
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(book_html / name, folder / name)
     started = time.monotonic()
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "book_pdf.py"), "--out", str(folder / "book.pdf"),
                              "--path-output", str(book_html.parent.parent), "--after-html-build"],
@@ -59,13 +65,17 @@ def pdf(tmp_path_factory, book_html):
     texts = [page.extract_text() for page in reader.pages]
     marks = sum(text.count(CONTINUED.strip()) for text in texts)
     texts = [squeezed(text).removeprefix(str(number)) for number, text in enumerate(texts, start=1)]
-    return Printed(reader, texts, marks)
+    return Printed(reader, texts, marks, folder)
+
+
+MENU_PAGES = ["intro.html", "chapters/01_four_steps.html"]
 
 
 class Printed(NamedTuple):
     reader: "pypdf.PdfReader"
     texts: list[str]  # each page's text, squeezed, without its page number
     marks: int        # the "↪" that mark where a code line continues
+    folder: pathlib.Path  # the PDF and MENU_PAGES beside it
 
 
 def whole(texts: list[str]) -> str:
@@ -116,7 +126,7 @@ def pages(book_html) -> dict[str, BeautifulSoup]:
 
 
 def test_the_pdf_has_the_books_pages_and_a_bookmark_for_every_page_of_the_book(pdf, book_html):
-    reader, _, _ = pdf
+    reader = pdf.reader
     print(f"{len(reader.pages)} pages")
     assert 250 <= len(reader.pages) <= 900, len(reader.pages)
     marks = {squeezed(title) for title in bookmarks(reader.outline)}
@@ -148,7 +158,7 @@ def test_the_outline_is_the_contents_in_plain_text_and_each_bookmark_opens_its_p
     """Chromium's own outline doubled 33 titles ("SizesSizes"), ran words together and dropped
     formulas ("14.2.1. , layer by layer"); this one is the book's contents, formulas as text, and
     each bookmark's page shows the start of its title (up to its first formula)."""
-    reader, texts, _ = pdf
+    reader, texts = pdf.reader, pdf.texts
     items = outline_items(reader.outline)
     assert len(items) >= 120, len(items)
     garbled = []
@@ -201,7 +211,7 @@ def test_every_link_jumps_inside_the_pdf_or_to_the_web(pdf):
     """Cross-references and citations jump within the file: the one-page build writes them as
     links to intro.html, which Chromium printed as file:///.../_build/... (606 of them), and the
     figures linked their PNGs the same way. Every link left is a web address."""
-    reader, _, _ = pdf
+    reader = pdf.reader
     internal, web, local = 0, 0, []
     for number, page in enumerate(reader.pages, start=1):
         for annotation in page.get("/Annots") or []:
@@ -223,7 +233,7 @@ def test_every_link_jumps_inside_the_pdf_or_to_the_web(pdf):
 
 
 def test_a_title_page_and_the_books_title_and_authors_in_the_metadata(pdf):
-    reader, texts, _ = pdf
+    reader, texts = pdf.reader, pdf.texts
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert reader.metadata.title == config["title"] and reader.metadata.author == config["author"], reader.metadata
     assert texts[0].startswith(squeezed(config["title"])), texts[0][:200]
@@ -235,7 +245,7 @@ def test_no_page_is_blank_or_holds_only_an_empty_frame(pdf):
     to the next one and left its frame alone on this one: 11 pages held nothing else. And a page's
     marker between two chapters (book_pdf.markers_into_pages) made a sheet of its own before
     Chapter 14, blank but for its number. No page is without text or a picture."""
-    reader, texts, _ = pdf
+    reader, texts = pdf.reader, pdf.texts
     framed, blank = [], []
     for number, (page, text) in enumerate(zip(reader.pages, texts), start=1):
         if len(text) >= 3 or list(page.images):
@@ -362,3 +372,82 @@ def test_a_headings_formula_reads_as_text_in_a_bookmark():
     assert tex_text(r"\operatorname{Var}(q \cdot k)/d_k") == "Var(q · k)/dₖ"
     assert tex_text(r"-10^9") == "−10⁹" and tex_text(r"-\infty") == "−∞"
     assert tex_text(r"\sqrt{d_{\text{model}}}") == "√(d_model)" and tex_text(r"\sqrt{d_k}") == "√dₖ"
+
+
+def font_names(reader) -> dict[str, bool]:
+    """Each font of the PDF's pages by its PostScript name (without the subset's tag "ABCDEF+"), and
+    whether the file carries it: a TrueType or CFF program, or a Type 3 font's glyph drawings."""
+    fonts = {}
+    for page in reader.pages:
+        for font in (page["/Resources"].get_object().get("/Font") or {}).values():
+            font = font.get_object()
+            if font["/Subtype"] == "/Type3":
+                name, embedded = font["/FontDescriptor"]["/FontName"], "/CharProcs" in font
+            else:
+                described = font["/DescendantFonts"][0].get_object() if font["/Subtype"] == "/Type0" else font
+                descriptor = described["/FontDescriptor"].get_object()
+                name = font["/BaseFont"]
+                embedded = any(key in descriptor for key in ("/FontFile", "/FontFile2", "/FontFile3"))
+            fonts[re.sub(r"^[A-Z]{6}\+", "", str(name).lstrip("/"))] = embedded
+    return fonts
+
+
+def test_the_pdf_is_set_in_the_fonts_it_embeds_not_the_printing_machines(pdf):
+    """Text and headings in Source Sans 3, code in Source Code Pro, the signs they lack ("↪") in Noto
+    Sans Math, formulas in MathJax's fonts and the theme's icons in Font Awesome, every one embedded.
+    Printed with the machine's fonts, the PDF was set in DejaVu Sans, DejaVu Sans Mono and (its page
+    numbers) Liberation Serif: another machine would print another book."""
+    fonts = font_names(pdf.reader)
+    print(sorted(fonts))
+    for family in ("SourceSans3", "SourceCodePro", "NotoSansMath"):
+        assert any(name.startswith(family) for name in fonts), f"no {family} font in the PDF: {sorted(fonts)}"
+    intended = ("SourceSans3", "SourceCodePro", "NotoSansMath", "MathJax_", "FontAwesome6")
+    fallback = sorted(name for name in fonts if not name.startswith(intended))
+    assert not fallback, f"fonts the book does not ship: {fallback}"
+    assert all(fonts.values()), f"fonts not embedded: {[name for name, embedded in fonts.items() if not embedded]}"
+
+
+def test_a_toggles_web_only_label_does_not_print(pdf, book_html):
+    """A folded cell prints open, so its button's "Show code cell content" or "Hide the source" says
+    nothing on paper: no title of a fold's button prints as the button says it (a titled fold prints
+    its title without the "Show")."""
+    labels = {re.sub(r"\s+", " ", title.get_text()).strip()
+              for soup in pages(book_html).values()
+              for title in soup.select("details > summary .collapsed, details > summary .expanded")}
+    assert {"Show code cell output", "Hide code cell source"} <= labels and len(labels) >= 20, sorted(labels)
+    joined = whole(pdf.texts)
+    printed = sorted(label for label in labels if squeezed(label) in joined)
+    assert not printed, f"web-only labels in the PDF: {printed}"
+
+
+def test_the_download_menu_says_how_long_and_large_the_pdf_is(pdf, book_html):
+    """make pdf runs after the HTML book is built, and relabels the menus of the pages beside the PDF
+    with what the PDF it made has: pages and megabytes. Before the PDF exists, the label is plain."""
+    pages_count, megabytes = len(pdf.reader.pages), (pdf.folder / "book.pdf").stat().st_size / 1e6
+    for name in MENU_PAGES:
+        labels = re.findall(r">\s*(whole book \(PDF[^<]*)<", (pdf.folder / name).read_text())
+        assert len(labels) == 1, (name, labels)
+        numbers = re.fullmatch(r"whole book \(PDF, (\d+) pp\., (\d+) MB\)", labels[0])
+        assert numbers, labels[0]
+        assert int(numbers.group(1)) == pages_count, (labels[0], pages_count)
+        assert abs(int(numbers.group(2)) - megabytes) <= 0.5, (labels[0], megabytes)
+    assert re.findall(r">\s*(whole book \(PDF[^<]*)<", (book_html / "intro.html").read_text()) == ["whole book (PDF)"]
+
+
+def test_a_pages_own_print_shows_its_folds_open_under_print_titles(book_html, tmp_path):
+    """The download menu's "this page (print)" prints a page with the book's print rules too: a fold
+    prints open under its title without the button's "Show" ("The section's setup"), or under no
+    title where the button names no content ("Show code cell output"); no button title prints."""
+    try:
+        chromium()
+    except SystemExit as missing:
+        pytest.skip(str(missing))
+    page = book_html / "chapters" / "09_1_the_kernel.html"
+    soup = BeautifulSoup(page.read_text(), "html.parser")
+    labels = {re.sub(r"\s+", " ", title.get_text()).strip()
+              for title in soup.select("details > summary .collapsed, details > summary .expanded")}
+    assert {"Show the section's setup", "Show code cell output"} <= labels, labels
+    book_pdf.print_to_pdf(page, tmp_path / "page.pdf")
+    text = squeezed("".join(sheet.extract_text() for sheet in pypdf.PdfReader(tmp_path / "page.pdf").pages))
+    assert squeezed("The section's setup") in text
+    assert not [label for label in labels if squeezed(label) in text], sorted(labels)

@@ -206,7 +206,7 @@ def test_a_user_whose_sudo_asks_a_password_is_told_the_browser_tests_are_skipped
 
 # the caches that the book's code, its tests and their tools write and later read
 CI_CACHES = ("ATTNLIB_CACHE", "XDG_CACHE_HOME", "TRITON_HOME", "TRITON_CACHE_DIR", "HF_HOME", "MPLCONFIGDIR",
-             "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "HYPOTHESIS_STORAGE_DIRECTORY")
+             "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "HYPOTHESIS_STORAGE_DIRECTORY", "npm_config_cache")
 
 
 @pytest.mark.parametrize("status", [0, 3])

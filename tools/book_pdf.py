@@ -42,7 +42,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "_ext"))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from pdf_edition import PDF_NAME  # noqa: E402
+from pdf_edition import PDF_NAME, relabel_pages  # noqa: E402
 from tex_text import tex_text  # noqa: E402
 
 PRINTED_PAGE = "book-print.html"  # beside the one-page book, so that its relative links hold
@@ -53,10 +53,16 @@ NUMBERS_PAGE = "book-print-numbers.html"  # the second pass: the contents' page 
 # after a dotted leader, code at a size that holds CODE_COLUMNS characters a line, and a line
 # longer than that broken by wrap_code() with a "↪" where it continues.
 PDF_STYLE = """<style>
-@page { size: A4; margin: 16mm 15mm 18mm; @bottom-center { content: counter(page); font-size: 9pt; } }
+@page { size: A4; margin: 16mm 15mm 18mm; @bottom-center { content: counter(page); font-size: 9pt; font-family: "TEXT_FONT"; } }
 @page :first { @bottom-center { content: none; } }
 @media print {
   html { font-size: 87.5%; }  /* 10.5-pt text */
+  /* the theme's own font variables, so that every rule of the theme that names them takes the PDF's type */
+  :root {
+    --pst-font-family-base: "TEXT_FONT", "SIGNS_FONT", sans-serif;
+    --pst-font-family-heading: "TEXT_FONT", "SIGNS_FONT", sans-serif;
+    --pst-font-family-monospace: "CODE_FONT", "SIGNS_FONT", monospace;
+  }
   section#title-page { break-after: page; text-align: center; padding-top: 60mm; }
   section#title-page h1 { font-size: 2.1rem; margin-bottom: 0.6em; }
   section#title-page p { margin: 0.4em 0; }
@@ -77,11 +83,28 @@ PDF_STYLE = """<style>
   /* a box's bottom margin that did not fit at a page's foot made a blank page of its own before
      the next chapter's forced break (after chapters 8 and 13) */
   section > :last-child { margin-bottom: 0 !important; }
-  div.highlight pre, div.cell_output pre { font-size: CODE_FONTpt !important; line-height: 1.3; }
+  div.highlight pre, div.cell_output pre { font-size: CODE_SIZEpt !important; line-height: 1.3; }
   span.code-continued { color: #888; }
 }
-</style>""".replace("CODE_FONT", "7.4")
-#: what a print line of code holds at PDF_STYLE's code size (DejaVu Sans Mono: 0.6 em a character;
+</style>"""
+#: The PDF's type, the same on every machine that prints it: Fontsource's packages from npm
+#: (tools/pdf_fonts/package.json and its lock, installed by install_fonts(); nothing is fetched while
+#: printing), all under the SIL Open Font License. Source Code Pro is the first font the web book's
+#: monospace list names, Source Sans 3 its companion for text; Noto Sans Math draws the signs neither
+#: has (the "↪" of a broken code line). Chromium embeds each one subset to the glyphs printed.
+TEXT_FONT, CODE_FONT, SIGNS_FONT = "Source Sans 3", "Source Code Pro", "Noto Sans Math"
+#: family: its Fontsource package and the weight-style stylesheets printed (the theme's text, headings
+#: and contents use 400 to 700; code is upright or italic, regular or bold)
+FONT_STYLESHEETS = {
+    TEXT_FONT: ("source-sans-3", ("400", "400-italic", "500", "600", "700", "700-italic")),
+    CODE_FONT: ("source-code-pro", ("400", "400-italic", "700", "700-italic")),
+    SIGNS_FONT: ("noto-sans-math", ("400",)),
+}
+FONTS_FOLDER = ROOT / "tools" / "pdf_fonts"
+PRINTED_FONTS = "_static/pdf-fonts"  # beside the printed page
+PDF_STYLE = (PDF_STYLE.replace("CODE_FONT", CODE_FONT).replace("TEXT_FONT", TEXT_FONT)
+             .replace("SIGNS_FONT", SIGNS_FONT).replace("CODE_SIZE", "7.4"))
+#: what a print line of code holds at PDF_STYLE's code size (Source Code Pro: 0.6 em a character;
 #: the narrowest code box of the print, in a solution, is 560 px: 94 characters)
 #: in a cell's box on an A4 page; a longer line is broken and its rest marked (d2l's listings do the same)
 CODE_COLUMNS = 92
@@ -95,6 +118,41 @@ html, body { background: none !important; }
 body * { visibility: hidden !important; }
 nav#book-contents .toc-page, nav#book-contents .toc-page * { visibility: visible !important; }
 </style>"""
+
+
+def install_fonts() -> pathlib.Path:
+    """Fontsource's packages of the PDF's fonts, installed by ``npm ci`` from the lock file (checked
+    against the integrity hashes it records) where they are missing or older than the lock."""
+    modules = FONTS_FOLDER / "node_modules"
+    installed = modules / ".package-lock.json"  # npm ci's record of what it installed
+    if not installed.is_file() or installed.stat().st_mtime < (FONTS_FOLDER / "package-lock.json").stat().st_mtime:
+        npm = shutil.which("npm")
+        if not npm:
+            raise SystemExit("tools/book_pdf.py: the PDF's fonts are npm packages (tools/pdf_fonts), and npm is "
+                             "not installed (Debian: apt-get install npm)")
+        result = subprocess.run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=FONTS_FOLDER)
+        if result.returncode:
+            raise SystemExit("tools/book_pdf.py: npm ci could not install the PDF's fonts (tools/pdf_fonts)")
+    return modules / "@fontsource"
+
+
+def font_faces(packages: pathlib.Path, folder: pathlib.Path) -> str:
+    """The ``@font-face`` rules of the PDF's fonts, their WOFF2 files copied into ``folder/PRINTED_FONTS``
+    (so that the printed page names them relatively). Each family keeps the Unicode ranges of its
+    files, except the signs' font: Fontsource labels its one file Latin, but it holds every sign."""
+    target = folder / PRINTED_FONTS
+    target.mkdir(parents=True, exist_ok=True)
+    rules = []
+    for family, (package, variants) in FONT_STYLESHEETS.items():
+        for variant in variants:
+            for rule in re.findall(r"@font-face\s*\{[^}]*\}", (packages / package / f"{variant}.css").read_text()):
+                name = re.search(r"url\(\./files/([^)]+\.woff2)\)", rule).group(1)
+                shutil.copyfile(packages / package / "files" / name, target / name)
+                rule = re.sub(r"src:[^;]*;", f"src: url({PRINTED_FONTS}/{name}) format('woff2');", rule)
+                if family == SIGNS_FONT:
+                    rule = re.sub(r"\s*unicode-range:[^;]*;", "", rule)
+                rules.append(rule)
+    return "<style>\n" + "\n".join(rules) + "\n</style>"
 
 
 def chromium() -> str:
@@ -254,19 +312,6 @@ def internal_links(soup: BeautifulSoup) -> None:
             del link["href"]
 
 
-def web_only_words(soup: BeautifulSoup) -> None:
-    """A folded cell prints open, so its "Show code cell content" button is not printed; a titled
-    fold keeps its title, without the "Show" that only a button says."""
-    for summary in soup.select("details > summary"):
-        title = summary.get_text(" ", strip=True)
-        if re.fullmatch(r"(Show|Hide) code cell (content|source|outputs?)( Hide code cell \w+)?", title):
-            summary.decompose()
-            continue
-        for label in summary.find_all(string=re.compile(r"^\s*Show ")):
-            text = re.sub(r"^(\s*)Show (\w)", lambda m: m.group(1) + m.group(2).upper(), str(label))
-            label.replace_with(text)
-
-
 def full_web_addresses(soup: BeautifulSoup) -> None:
     """A link whose text is a shortened address ("tensorflow/mesh", Sphinx's GitHub links) prints
     its whole address (instead of layout.css's print rule, which adds it after the short one)."""
@@ -352,12 +397,11 @@ def printable(page: pathlib.Path, numbers: dict[str, int] | None = None) -> tupl
     first = article.find("section")
     first.insert_before(BeautifulSoup(title_page(soup), "html.parser"))
     internal_links(soup)
-    web_only_words(soup)
     full_web_addresses(soup)
     keep_small_boxes(soup)
     wrap_code(soup)
     markers_into_pages(soup)
-    soup.head.append(BeautifulSoup(PDF_STYLE, "html.parser"))
+    soup.head.append(BeautifulSoup(font_faces(install_fonts(), page.parent) + PDF_STYLE, "html.parser"))
     printed = page.with_name(PRINTED_PAGE)
     if numbers is not None:
         for number in soup.select("nav#book-contents .toc-page"):
@@ -490,9 +534,11 @@ def main(argv: list[str] | None = None) -> None:
     page = build_single_page(args.jupyter_book, args.path_output.resolve(), fresh=not args.after_html_build)
     built = time.monotonic()
     numbering = make_pdf(page, args.out)
+    # the HTML book was built before its PDF: its menus say only "whole book (PDF)", or describe an older PDF
+    relabelled = relabel_pages(args.out)
     print(f"[tools/book_pdf.py] {args.out} written: one-page build {built - started:.0f} s, "
           f"printing {time.monotonic() - built - numbering:.0f} s, the contents' page numbers and "
-          f"the outline {numbering:.0f} s", flush=True)
+          f"the outline {numbering:.0f} s; the download menu of {relabelled} pages beside it relabelled", flush=True)
 
 
 if __name__ == "__main__":
