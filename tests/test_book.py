@@ -204,6 +204,21 @@ def test_every_page_names_its_favicon(html):
         assert len(links) == 1 and ((html / name).parent / links[0]).resolve().is_file(), (name, links)
 
 
+@pytest.mark.book
+def test_no_page_names_a_binder_repository_or_a_loader_the_book_does_not_use(html):
+    """The book runs its code in Colab and on the book's own Binder (the launch buttons): sphinx-thebe's
+    kernel configuration named its default repository, binder-examples/jupyter-stacks-datascience,
+    on every page, with a loader from unpkg.com, none of it used (_ext/no_thebe.py)."""
+    named = {}
+    for page in sorted(html.rglob("*.html")):
+        text = page.read_text()
+        found = re.findall(r"binder-examples/[\w.-]+|jupyter-stacks-datascience|unpkg\.com|thebe", text, flags=re.I)
+        if found:
+            named[str(page.relative_to(html))] = sorted(set(found))
+    assert not named, f"pages naming a Binder repository or loader the book does not use: {named}"
+    assert not list((html / "_static").glob("*thebe*")), "sphinx-thebe's files are copied into the book"
+
+
 def pins(path: pathlib.Path) -> dict[str, list[str]]:
     """Package name -> its requirement lines (specifier and marker, spaces removed), from a requirements file."""
     found: dict[str, list[str]] = {}
