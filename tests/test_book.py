@@ -17,6 +17,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 import book_pages
+import jupyter_edition
 from devtools_pipe import Browser
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -835,6 +836,62 @@ def test_search_results_quote_plain_text(html, tmp_path):
     assert len(quotes) >= 5, f"the search found {len(quotes)} pages with quotes: {result.stderr[-1000:]}"
     raw = [q for q in quotes if re.search(r"\\[()\[\]]|\\[a-zA-Z]+", q) or "Contents" in q or ".pdf" in q]
     assert not raw, "quotes with TeX or header text:\n" + "\n".join(q[:200] for q in raw)
+
+
+# Open the download menu as a reader does, and fetch what its ".ipynb" entry links to.
+DOWNLOAD_NOTEBOOK = """(() => {
+  window.__download = null;
+  document.querySelector(".dropdown-download-buttons > button.dropdown-toggle").click();
+  setTimeout(async () => {
+    const link = [...document.querySelectorAll(".dropdown-download-buttons .dropdown-menu a")]
+      .find(a => a.textContent.trim() === ".ipynb");
+    if (!link) { window.__download = {missing: true}; return; }
+    const box = link.getBoundingClientRect();
+    const response = await fetch(link.href);
+    window.__download = {href: link.href, status: response.status, text: await response.text(),
+                         shown: box.width > 0 && box.left >= 0 && box.right <= window.innerWidth};
+  }, 300);
+})()"""
+
+
+@pytest.mark.book
+@needs_chromium
+def test_the_download_menus_notebook_renders_in_jupyter_at_both_widths(html):
+    """At 1400 and 390 px the download menu's ".ipynb", opened and followed as a reader would, gives
+    the page's Jupyter edition: its Markdown holds no MyST role or directive, which Jupyter and Colab
+    show as raw text (the theme's entry served the chapter's source from _sources/). The pages are
+    served over HTTP, as published."""
+    handler = functools.partial(QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    wrong = []
+    try:
+        for width in (DESKTOP, PHONE):
+            browser = Browser(CHROMIUM, max(width, 600), VIEWPORT_HEIGHT)
+            try:
+                if width == PHONE:
+                    browser.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=PHONE_HEIGHT,
+                                 deviceScaleFactor=2, mobile=True)
+                # a chapter, a section page and a landing page (no launch buttons, still a notebook)
+                for page in ("chapters/04_softmax_saturation", "chapters/10_2_training", "chapters/14_trained_models"):
+                    browser.open(f"http://127.0.0.1:{server.server_address[1]}/{page}.html", timeout=PAGE_TIMEOUT)
+                    browser.evaluate(DOWNLOAD_NOTEBOOK)
+                    deadline = time.monotonic() + PAGE_TIMEOUT
+                    while (download := browser.evaluate("window.__download")) is None:
+                        assert time.monotonic() < deadline, f"{page} at {width} px: the download did not finish"
+                        time.sleep(0.05)
+                    assert not download.get("missing"), f"{page} at {width} px: no .ipynb in the download menu"
+                    assert download["shown"], f"{page} at {width} px: the menu's .ipynb is off the screen"
+                    assert download["status"] == 200, f"{page} at {width} px: {download['href']} gave {download['status']}"
+                    left = jupyter_edition.leftovers(json.loads(download["text"]))
+                    print(f"{page} at {width} px: {download['href']}, {len(left)} lines of MyST")
+                    if left:
+                        wrong.append(f"  {page} at {width} px, {download['href']}: " + "; ".join(left[:3]))
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+    assert not wrong, "the download menu's notebook holds MyST:\n" + "\n".join(wrong)
 
 
 #: a search and the page a reader looks for first: the chapter on the subject
