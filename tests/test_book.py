@@ -448,17 +448,42 @@ PROBE = r"""
     }
     // what scrolls sideways inside its own box without a shadow at its edge to show it, and
     // listings and code cells taller than the window whose sideways scrollbar is then screens away
-    const unmarked = [], tallListings = [];
+    const unmarked = [], coveredShadows = [], tallListings = [];
+    // a computed colour's opacity: rgb(...) 1, rgba(r, g, b, a) and color(srgb r g b / a) a
+    function alphaOf(color) {
+      const inner = (color.match(/\(([^()]*)\)\s*$/) || [null, ""])[1];
+      if (inner.includes("/")) return parseFloat(inner.split("/")[1]);
+      const parts = inner.split(/[\s,]+/).filter(Boolean);
+      return color.startsWith("rgba") && parts.length === 4 ? parseFloat(parts[3]) : 1;
+    }
     const scrollers = "div.math mjx-container[display='true'], span.math, .pst-scrollable-table-container, " +
                       "div.cell_output div.output.text_html, figure a.image-reference";
     for (const el of column.querySelectorAll(scrollers)) {
       if (el.scrollWidth - el.clientWidth <= 1 || ["hidden", "clip", "visible"].includes(getComputedStyle(el).overflowX)) continue;
       if (!getComputedStyle(el).backgroundImage.includes("gradient"))
         unmarked.push({where: where(el), kind: kind(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth});
+      // the shadow is the box's background: what it holds must not paint over it (a figure's
+      // opaque image fades at the edge instead, layout.css)
+      if (el.matches("figure a.image-reference")) continue;
+      const covers = [...el.querySelectorAll("*")].filter(inner => {
+        const style = getComputedStyle(inner);
+        return style.backgroundImage !== "none" || alphaOf(style.backgroundColor) > 0.2;
+      });
+      if (covers.length)
+        coveredShadows.push({where: where(el), kind: kind(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth,
+                             covers: [...new Set(covers.map(c => c.tagName.toLowerCase() + " " + getComputedStyle(c).backgroundColor))].join(", ")});
     }
     for (const el of column.querySelectorAll(".cell_output div.text_html div.highlight pre, div.cell_input div.highlight pre")) {
       if (el.scrollWidth - el.clientWidth > 1 && el.clientHeight > window.innerHeight)
         tallListings.push({where: where(el), kind: kind(el), snippet: snippet(el), height: el.clientHeight});
+    }
+    // the intro's chapter table: how far it scrolls in its box, and the module names broken over lines
+    function chapterTable() {
+      const table = document.querySelector("section#the-chapters table");
+      if (!table) return null;
+      const box = table.closest(".pst-scrollable-table-container") || table;
+      return {content: box.scrollWidth, box: box.clientWidth,
+              broken: [...table.querySelectorAll("td code")].filter(c => c.getClientRects().length > 1).map(c => c.textContent)};
     }
     let mathMenu = false;
     try { mathMenu = !!(MathJax.startup.document.menu && MathJax.startup.document.menu.menu); } catch (e) {}
@@ -493,6 +518,8 @@ PROBE = r"""
       wideMath: wideMath,
       mathMenu: mathMenu,
       unmarkedScrolls: unmarked,
+      coveredShadows: coveredShadows,
+      chapterTable: chapterTable(),
       tallListings: tallListings,
       scriptErrors: window.__scriptErrors || [],
       mathErrors: mathErrors,
@@ -1149,3 +1176,36 @@ def test_what_scrolls_sideways_shows_it_and_long_code_keeps_its_scrollbar_in_rea
     assert not tall, "listings and code cells wider and taller than the window:\n" + "\n".join(
         f"  {page}: " + "; ".join(f"{item['kind']} {item['height']} px high [{item['where']}]: {item['snippet']}"
                                 for item in items) for page, items in tall.items())
+
+
+@pytest.mark.book
+@needs_chromium
+def test_a_scroll_boxs_edge_shadow_shows_over_what_it_holds(rendered):
+    """The edge shadow of a box that scrolls sideways is the box's background: at both widths
+    nothing inside it (a table's rows, its heading, inline code) paints an opaque background over
+    it. The theme's white and grey rows did, and a phone showed the shadow only as a sliver above
+    the header row (of 34 boxes at 390 px, every table and stored result)."""
+    covered = {f"{name} at {width} px": report["coveredShadows"]
+               for (name, width), (_, report) in rendered.items() if report["coveredShadows"]}
+    for width in (DESKTOP, PHONE):
+        count = sum(len(report["coveredShadows"]) for (_, w), (_, report) in rendered.items() if w == width)
+        print(f"At {width} px, {count} scroll boxes hold something that paints over their edge shadow")
+    assert not covered, "scroll boxes whose edge shadow is painted over by what they hold:\n" + "\n".join(
+        f"  {page}:\n" + "\n".join(f"    {item['kind']} {item['content']} px in {item['box']} px [{item['where']}]: "
+                                    f"covered by {item['covers']}" for item in items)
+        for page, items in covered.items())
+
+
+@pytest.mark.book
+@needs_chromium
+def test_the_intros_chapter_table_fits_both_widths_and_never_breaks_a_module_name(rendered):
+    """The intro's table of chapters fits its column at 1400 and at 390 px without scrolling
+    sideways (on a phone it was 654 px wide in a 358-px box; there each chapter is a card), and
+    no module's name in it (integrations.transformers) breaks over two lines at either width."""
+    for width in (DESKTOP, PHONE):
+        table = rendered[("intro", width)][1]["chapterTable"]
+        assert table is not None, "the intro has no section#the-chapters table"
+        print(f"At {width} px the chapter table is {table['content']} px wide in its {table['box']}-px box")
+        assert table["content"] <= table["box"] + 1, \
+            f"At {width} px the chapter table scrolls: {table['content']} px in {table['box']} px"
+        assert not table["broken"], f"At {width} px module names break over two lines: {table['broken']}"
