@@ -220,6 +220,18 @@ def test_no_page_names_a_binder_repository_or_a_loader_the_book_does_not_use(htm
     assert not list((html / "_static").glob("*thebe*")), "sphinx-thebe's files are copied into the book"
 
 
+def test_a_book_that_turns_on_the_thebe_button_is_told_why_it_cannot():
+    """_ext/no_thebe.py leaves out what the thebe button would need: turned on, the build stops
+    and names the setting."""
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import no_thebe
+    from sphinx.errors import ConfigError
+
+    config = type("Config", (), {"html_theme_options": {"launch_buttons": {"thebe": True}}})()
+    with pytest.raises(ConfigError, match="launch_buttons.thebe"):
+        no_thebe.leave_thebe_out(None, config)
+
+
 def pins(path: pathlib.Path) -> dict[str, list[str]]:
     """Package name -> its requirement lines (specifier and marker, spaces removed), from a requirements file."""
     found: dict[str, list[str]] = {}
