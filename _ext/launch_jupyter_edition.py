@@ -1,14 +1,18 @@
-"""The launch buttons open the Jupyter edition of a chapter, not its source; a page with no code
-to run has none.
+"""The launch buttons open the Jupyter edition of a chapter, and the download menu's ".ipynb" is
+that edition, not the chapter's source; a page with no code to run has no launch buttons.
 
 In the source notebooks the book's markup (cross-references, equation numbers, citations,
 exercises) is MyST, which Colab and Jupyter show as raw text. The publishing workflow writes the
 Jupyter edition (``tools/jupyter_edition.py``: the same notebooks, their markup as Markdown that
 Colab and Jupyter render) to the branch ``jupyter_edition_branch`` at the same paths, with a
 ``binder/`` folder that installs attnlib from the commit the edition was made from. This
-extension points the Colab and the Binder button there.
+extension points the Colab and the Binder button there. It also writes the same edition into the
+HTML book, ``EDITION_FOLDER/`` at the pages' paths, once the book is built (the edition reads its
+numbers and links from the built pages), and points the download menu's ".ipynb" at it: the
+theme's link served ``_sources/``, the MyST source, whose roles and directives a notebook shows as
+raw text. The edition in the book is served with the pages, so it downloads offline as well.
 
-The landing pages of the chapters split into section pages (9, 10) hold only an introduction and
+The landing pages of the chapters split into section pages (9, 10, 12, 14) hold only an introduction and
 a hidden install cell: launching them would open a notebook with nothing to run, so they get no
 launch buttons.
 """
@@ -16,8 +20,12 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 
 from sphinx.application import Sphinx
+
+#: the folder of the HTML book that holds the Jupyter edition, which the download menu links
+EDITION_FOLDER = "jupyter-edition"
 
 
 def colab_url(url: str, source_branch: str, edition_branch: str) -> str:
@@ -48,7 +56,16 @@ def point_launch_buttons_at_the_edition(app: Sphinx, pagename, templatename, con
     edition = app.config.jupyter_edition_branch
     buttons = context.get("header_buttons", [])
     notebook = pathlib.Path(app.srcdir, f"{pagename}.ipynb")
-    if notebook.is_file() and not has_code_to_run(notebook):
+    if not notebook.is_file():
+        return
+    for group in buttons:
+        if group.get("label") != "download-buttons":
+            continue
+        for button in group["buttons"]:
+            if button.get("text") == ".ipynb":
+                button["url"] = context["pathto"](f"{EDITION_FOLDER}/{pagename}.ipynb", 1)
+                button["tooltip"] = "Download this page as a notebook for Jupyter or Colab"
+    if not has_code_to_run(notebook):
         buttons[:] = [group for group in buttons if group.get("label") != "launch-buttons"]
         return
     for group in buttons:
@@ -61,8 +78,21 @@ def point_launch_buttons_at_the_edition(app: Sphinx, pagename, templatename, con
                 button["url"] = binder_url(button["url"], source, edition)
 
 
+def write_the_edition_into_the_book(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.name != "html":
+        return
+    tools = str(pathlib.Path(__file__).resolve().parent.parent / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import jupyter_edition  # tools/: it reads the built pages, so it runs after them
+
+    html = pathlib.Path(app.outdir)
+    jupyter_edition.write_edition(html / EDITION_FOLDER, jupyter_edition.Book(html))
+
+
 def setup(app: Sphinx) -> dict:
     app.add_config_value("jupyter_edition_branch", "jupyter-edition", "html", types=[str])
     # after sphinx-book-theme's add_launch_buttons (priority 501)
     app.connect("html-page-context", point_launch_buttons_at_the_edition, priority=502)
+    app.connect("build-finished", write_the_edition_into_the_book)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -17,6 +17,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 import book_pages
+import jupyter_edition
 from devtools_pipe import Browser
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -204,6 +205,33 @@ def test_every_page_names_its_favicon(html):
         assert len(links) == 1 and ((html / name).parent / links[0]).resolve().is_file(), (name, links)
 
 
+@pytest.mark.book
+def test_no_page_names_a_binder_repository_or_a_loader_the_book_does_not_use(html):
+    """The book runs its code in Colab and on the book's own Binder (the launch buttons): sphinx-thebe's
+    kernel configuration named its default repository, binder-examples/jupyter-stacks-datascience,
+    on every page, with a loader from unpkg.com, none of it used (_ext/no_thebe.py)."""
+    named = {}
+    for page in sorted(html.rglob("*.html")):
+        text = page.read_text()
+        found = re.findall(r"binder-examples/[\w.-]+|jupyter-stacks-datascience|unpkg\.com|thebe", text, flags=re.I)
+        if found:
+            named[str(page.relative_to(html))] = sorted(set(found))
+    assert not named, f"pages naming a Binder repository or loader the book does not use: {named}"
+    assert not list((html / "_static").glob("*thebe*")), "sphinx-thebe's files are copied into the book"
+
+
+def test_a_book_that_turns_on_the_thebe_button_is_told_why_it_cannot():
+    """_ext/no_thebe.py leaves out what the thebe button would need: turned on, the build stops
+    and names the setting."""
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import no_thebe
+    from sphinx.errors import ConfigError
+
+    config = type("Config", (), {"html_theme_options": {"launch_buttons": {"thebe": True}}})()
+    with pytest.raises(ConfigError, match="launch_buttons.thebe"):
+        no_thebe.leave_thebe_out(None, config)
+
+
 def pins(path: pathlib.Path) -> dict[str, list[str]]:
     """Package name -> its requirement lines (specifier and marker, spaces removed), from a requirements file."""
     found: dict[str, list[str]] = {}
@@ -284,6 +312,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); make test installs it when run as root")
 DESKTOP, PHONE = 1400, 390
+#: a phone's window height (390 x 844: an iPhone 12 to 14), the height of the phone's frame
+PHONE_HEIGHT = 844
 
 # Run on load, after MathJax's first typeset and the fonts: open every toggle and
 # dropdown (a reader can), then measure code blocks, outputs, tables, equations and
@@ -429,18 +459,43 @@ PROBE = r"""
       numberGaps.push({where: where(number), number: clean(number.textContent), gap: Math.round(gap)});
     }
     // what scrolls sideways inside its own box without a shadow at its edge to show it, and
-    // listings taller than the window whose sideways scrollbar is then screens away
-    const unmarked = [], tallListings = [];
+    // listings and code cells taller than the window whose sideways scrollbar is then screens away
+    const unmarked = [], coveredShadows = [], tallListings = [];
+    // a computed colour's opacity: rgb(...) 1, rgba(r, g, b, a) and color(srgb r g b / a) a
+    function alphaOf(color) {
+      const inner = (color.match(/\(([^()]*)\)\s*$/) || [null, ""])[1];
+      if (inner.includes("/")) return parseFloat(inner.split("/")[1]);
+      const parts = inner.split(/[\s,]+/).filter(Boolean);
+      return color.startsWith("rgba") && parts.length === 4 ? parseFloat(parts[3]) : 1;
+    }
     const scrollers = "div.math mjx-container[display='true'], span.math, .pst-scrollable-table-container, " +
                       "div.cell_output div.output.text_html, figure a.image-reference";
     for (const el of column.querySelectorAll(scrollers)) {
       if (el.scrollWidth - el.clientWidth <= 1 || ["hidden", "clip", "visible"].includes(getComputedStyle(el).overflowX)) continue;
       if (!getComputedStyle(el).backgroundImage.includes("gradient"))
         unmarked.push({where: where(el), kind: kind(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth});
+      // the shadow is the box's background: what it holds must not paint over it (a figure's
+      // opaque image fades at the edge instead, layout.css)
+      if (el.matches("figure a.image-reference")) continue;
+      const covers = [...el.querySelectorAll("*")].filter(inner => {
+        const style = getComputedStyle(inner);
+        return style.backgroundImage !== "none" || alphaOf(style.backgroundColor) > 0.2;
+      });
+      if (covers.length)
+        coveredShadows.push({where: where(el), kind: kind(el), snippet: snippet(el), content: el.scrollWidth, box: el.clientWidth,
+                             covers: [...new Set(covers.map(c => c.tagName.toLowerCase() + " " + getComputedStyle(c).backgroundColor))].join(", ")});
     }
-    for (const el of column.querySelectorAll(".cell_output div.text_html div.highlight pre")) {
+    for (const el of column.querySelectorAll(".cell_output div.text_html div.highlight pre, div.cell_input div.highlight pre")) {
       if (el.scrollWidth - el.clientWidth > 1 && el.clientHeight > window.innerHeight)
-        tallListings.push({where: where(el), snippet: snippet(el), height: el.clientHeight});
+        tallListings.push({where: where(el), kind: kind(el), snippet: snippet(el), height: el.clientHeight});
+    }
+    // the intro's chapter table: how far it scrolls in its box, and the module names broken over lines
+    function chapterTable() {
+      const table = document.querySelector("section#the-chapters table");
+      if (!table) return null;
+      const box = table.closest(".pst-scrollable-table-container") || table;
+      return {content: box.scrollWidth, box: box.clientWidth,
+              broken: [...table.querySelectorAll("td code")].filter(c => c.getClientRects().length > 1).map(c => c.textContent)};
     }
     let mathMenu = false;
     try { mathMenu = !!(MathJax.startup.document.menu && MathJax.startup.document.menu.menu); } catch (e) {}
@@ -475,6 +530,8 @@ PROBE = r"""
       wideMath: wideMath,
       mathMenu: mathMenu,
       unmarkedScrolls: unmarked,
+      coveredShadows: coveredShadows,
+      chapterTable: chapterTable(),
       tallListings: tallListings,
       scriptErrors: window.__scriptErrors || [],
       mathErrors: mathErrors,
@@ -522,7 +579,7 @@ window.addEventListener("error", e => { window.__scriptErrors.push(String(e.mess
 # Chromium will not make a window narrower than 500 px, so a phone is a 390-px frame
 # in a wider window; the probe in the frame posts its report to this page.
 PHONE_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
-<iframe src="{src}" style="width:{width}px;height:1000px;border:0"></iframe>
+<iframe src="{src}" style="width:{width}px;height:{height}px;border:0"></iframe>
 <script>
 window.addEventListener("message", e => {{
   const pre = document.createElement("pre");
@@ -551,7 +608,7 @@ def render(page: pathlib.Path, width: int, browser: Browser) -> tuple[str, dict]
     opened = probe
     if width < 500:
         opened = page.with_name(f"{page.stem}.phone-{width}.html")
-        opened.write_text(PHONE_FRAME.format(src=probe.name, width=width))
+        opened.write_text(PHONE_FRAME.format(src=probe.name, width=width, height=PHONE_HEIGHT))
     try:
         browser.open(opened.as_uri(), timeout=PAGE_TIMEOUT)
         deadline = time.monotonic() + PAGE_TIMEOUT
@@ -822,6 +879,62 @@ def test_search_results_quote_plain_text(html, tmp_path):
     assert not raw, "quotes with TeX or header text:\n" + "\n".join(q[:200] for q in raw)
 
 
+# Open the download menu as a reader does, and fetch what its ".ipynb" entry links to.
+DOWNLOAD_NOTEBOOK = """(() => {
+  window.__download = null;
+  document.querySelector(".dropdown-download-buttons > button.dropdown-toggle").click();
+  setTimeout(async () => {
+    const link = [...document.querySelectorAll(".dropdown-download-buttons .dropdown-menu a")]
+      .find(a => a.textContent.trim() === ".ipynb");
+    if (!link) { window.__download = {missing: true}; return; }
+    const box = link.getBoundingClientRect();
+    const response = await fetch(link.href);
+    window.__download = {href: link.href, status: response.status, text: await response.text(),
+                         shown: box.width > 0 && box.left >= 0 && box.right <= window.innerWidth};
+  }, 300);
+})()"""
+
+
+@pytest.mark.book
+@needs_chromium
+def test_the_download_menus_notebook_renders_in_jupyter_at_both_widths(html):
+    """At 1400 and 390 px the download menu's ".ipynb", opened and followed as a reader would, gives
+    the page's Jupyter edition: its Markdown holds no MyST role or directive, which Jupyter and Colab
+    show as raw text (the theme's entry served the chapter's source from _sources/). The pages are
+    served over HTTP, as published."""
+    handler = functools.partial(QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    wrong = []
+    try:
+        for width in (DESKTOP, PHONE):
+            browser = Browser(CHROMIUM, max(width, 600), VIEWPORT_HEIGHT)
+            try:
+                if width == PHONE:
+                    browser.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=PHONE_HEIGHT,
+                                 deviceScaleFactor=2, mobile=True)
+                # a chapter, a section page and a landing page (no launch buttons, still a notebook)
+                for page in ("chapters/04_softmax_saturation", "chapters/10_2_training", "chapters/14_trained_models"):
+                    browser.open(f"http://127.0.0.1:{server.server_address[1]}/{page}.html", timeout=PAGE_TIMEOUT)
+                    browser.evaluate(DOWNLOAD_NOTEBOOK)
+                    deadline = time.monotonic() + PAGE_TIMEOUT
+                    while (download := browser.evaluate("window.__download")) is None:
+                        assert time.monotonic() < deadline, f"{page} at {width} px: the download did not finish"
+                        time.sleep(0.05)
+                    assert not download.get("missing"), f"{page} at {width} px: no .ipynb in the download menu"
+                    assert download["shown"], f"{page} at {width} px: the menu's .ipynb is off the screen"
+                    assert download["status"] == 200, f"{page} at {width} px: {download['href']} gave {download['status']}"
+                    left = jupyter_edition.leftovers(json.loads(download["text"]))
+                    print(f"{page} at {width} px: {download['href']}, {len(left)} lines of MyST")
+                    if left:
+                        wrong.append(f"  {page} at {width} px, {download['href']}: " + "; ".join(left[:3]))
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+    assert not wrong, "the download menu's notebook holds MyST:\n" + "\n".join(wrong)
+
+
 #: a search and the page a reader looks for first: the chapter on the subject
 SEARCHES = {"softmax": "chapters/04_softmax_saturation", "online softmax": "chapters/08_online_softmax",
             "mask": "chapters/05_stability_and_masks", "ring attention": "chapters/11_beyond_one_device",
@@ -1057,15 +1170,54 @@ def test_tab_never_stops_on_a_formula(html):
 
 @pytest.mark.book
 @needs_chromium
-def test_what_scrolls_sideways_shows_it_and_a_long_listing_keeps_its_scrollbar_in_reach(rendered):
+def test_what_scrolls_sideways_shows_it_and_long_code_keeps_its_scrollbar_in_reach(rendered):
     """At both widths every box that scrolls sideways (an equation, an inline formula, a table, a
     stored result, a figure on a phone) has the edge shadow that shows it continues; a library
-    listing with lines wider than its box is no taller than the window, so that its scrollbar
-    is on the screen where its first long line is."""
+    listing or a code cell with lines wider than its box is no taller than the window, so that its
+    scrollbar is on the screen where its first long line is (at 390 px 12 code cells of chapters 3,
+    5, 6, 7 and 9.2 were both wider and taller than an 844-px window)."""
     unmarked = {f"{name} at {width} px": report["unmarkedScrolls"]
                 for (name, width), (_, report) in rendered.items() if report["unmarkedScrolls"]}
     assert not unmarked, "boxes that scroll sideways with nothing to show it:\n" + "\n".join(
         f"  {page}:\n{describe(items)}" for page, items in unmarked.items())
     tall = {f"{name} at {width} px": report["tallListings"]
             for (name, width), (_, report) in rendered.items() if report["tallListings"]}
-    assert not tall, f"listings whose sideways scrollbar is screens below: {tall}"
+    for width in (DESKTOP, PHONE):
+        count = sum(len(report["tallListings"]) for (_, w), (_, report) in rendered.items() if w == width)
+        print(f"At {width} px, {count} listings and code cells are wider and taller than the window")
+    assert not tall, "listings and code cells wider and taller than the window:\n" + "\n".join(
+        f"  {page}: " + "; ".join(f"{item['kind']} {item['height']} px high [{item['where']}]: {item['snippet']}"
+                                for item in items) for page, items in tall.items())
+
+
+@pytest.mark.book
+@needs_chromium
+def test_a_scroll_boxs_edge_shadow_shows_over_what_it_holds(rendered):
+    """The edge shadow of a box that scrolls sideways is the box's background: at both widths
+    nothing inside it (a table's rows, its heading, inline code) paints an opaque background over
+    it. The theme's white and grey rows did, and a phone showed the shadow only as a sliver above
+    the header row (of 34 boxes at 390 px, every table and stored result)."""
+    covered = {f"{name} at {width} px": report["coveredShadows"]
+               for (name, width), (_, report) in rendered.items() if report["coveredShadows"]}
+    for width in (DESKTOP, PHONE):
+        count = sum(len(report["coveredShadows"]) for (_, w), (_, report) in rendered.items() if w == width)
+        print(f"At {width} px, {count} scroll boxes hold something that paints over their edge shadow")
+    assert not covered, "scroll boxes whose edge shadow is painted over by what they hold:\n" + "\n".join(
+        f"  {page}:\n" + "\n".join(f"    {item['kind']} {item['content']} px in {item['box']} px [{item['where']}]: "
+                                    f"covered by {item['covers']}" for item in items)
+        for page, items in covered.items())
+
+
+@pytest.mark.book
+@needs_chromium
+def test_the_intros_chapter_table_fits_both_widths_and_never_breaks_a_module_name(rendered):
+    """The intro's table of chapters fits its column at 1400 and at 390 px without scrolling
+    sideways (on a phone it was 654 px wide in a 358-px box; there each chapter is a card), and
+    no module's name in it (integrations.transformers) breaks over two lines at either width."""
+    for width in (DESKTOP, PHONE):
+        table = rendered[("intro", width)][1]["chapterTable"]
+        assert table is not None, "the intro has no section#the-chapters table"
+        print(f"At {width} px the chapter table is {table['content']} px wide in its {table['box']}-px box")
+        assert table["content"] <= table["box"] + 1, \
+            f"At {width} px the chapter table scrolls: {table['content']} px in {table['box']} px"
+        assert not table["broken"], f"At {width} px module names break over two lines: {table['broken']}"

@@ -54,7 +54,7 @@ from attnlib.book import live_figures, stored_results
 from attnlib.fused import attention as fused_attention
 from attnlib.book.seeded import SeededNormal
 from devtools_pipe import Browser
-from test_book import CHROMIUM, DESKTOP, ERROR_CATCHER, PHONE, PHONE_FRAME, needs_chromium
+from test_book import CHROMIUM, DESKTOP, ERROR_CATCHER, PHONE, PHONE_FRAME, PHONE_HEIGHT, needs_chromium
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -256,7 +256,7 @@ def drive(page: pathlib.Path, figure: str, steps, width: int) -> dict:
     opened, window = probe, width
     if width < 500:  # Chromium's window is at least 500 px: a phone is a frame in it
         opened, window = page.with_name(f"{page.stem}.live-phone.html"), 600
-        opened.write_text(PHONE_FRAME.format(src=probe.name, width=width))
+        opened.write_text(PHONE_FRAME.format(src=probe.name, width=width, height=PHONE_HEIGHT))
     profile = tempfile.mkdtemp()
     try:
         result = subprocess.run(

@@ -240,6 +240,24 @@ def test_a_converted_chapter_runs_and_prints_its_stored_outputs(editions, tmp_pa
     assert re.search(r"\b\d{2,} passed", result.stdout), result.stdout[-500:]
 
 
+def test_the_download_menus_notebook_is_the_edition_served_with_the_book(editions, book_html):
+    """Every notebook page's download menu offers ".ipynb": the Jupyter edition of that page, which
+    the build writes beside the pages (_ext/launch_jupyter_edition.py), the same notebook the launch
+    buttons open; the theme's link served the MyST source from _sources/."""
+    out, _ = editions["jupyter"]
+    for page in jupyter_edition.notebook_pages():
+        html = (book_html / f"{page}.html").read_text()
+        menu = html[html.index('class="dropdown dropdown-download-buttons"'):]
+        menu = menu[:menu.index("</ul>")]
+        links = re.findall(r'<a href="([^"]+)"[^>]*>(?:(?!</a>).)*?>\.ipynb</span>', menu, flags=re.S)
+        assert len(links) == 1, f"{page}: the download menu's .ipynb links {links}"
+        [link] = links
+        assert "_sources" not in link, f"{page}: the download menu serves the MyST source {link}"
+        served = (book_html / page).parent / link
+        assert served.resolve() == (book_html / "jupyter-edition" / f"{page}.ipynb").resolve(), (page, link)
+        assert served.read_text() == (out / f"{page}.ipynb").read_text(), f"{page}: not the Jupyter edition"
+
+
 def test_the_launch_buttons_open_the_edition_on_the_branch_the_workflow_writes(editions, book_html, tmp_path):
     """Each chapter's Colab and Binder links name the edition's branch and the chapter's path; the
     workflow's publish step force-pushes the edition there, with a Binder environment that installs
