@@ -1221,3 +1221,78 @@ def test_the_intros_chapter_table_fits_both_widths_and_never_breaks_a_module_nam
         assert table["content"] <= table["box"] + 1, \
             f"At {width} px the chapter table scrolls: {table['content']} px in {table['box']} px"
         assert not table["broken"], f"At {width} px module names break over two lines: {table['broken']}"
+
+
+def phone_viewport(browser: Browser) -> None:
+    """A phone's own viewport (390 x 844, device pixel ratio 2, a mobile browser's layout), not a
+    390-px frame in a wider window: what a phone's Chromium lays out."""
+    browser.call("Emulation.setDeviceMetricsOverride", page=True, width=PHONE, height=PHONE_HEIGHT,
+                 deviceScaleFactor=2, mobile=True)
+
+
+def wait_for_typeset(browser: Browser, url: str) -> None:
+    browser.open(url, timeout=PAGE_TIMEOUT)
+    browser.evaluate("(window.MathJax ? MathJax.startup.promise : Promise.resolve())"
+                     ".then(() => document.fonts.ready).then(() => setTimeout(() => { window.__typeset = true; }, 300))")
+    deadline = time.monotonic() + PAGE_TIMEOUT
+    while not browser.evaluate("window.__typeset === true"):
+        assert time.monotonic() < deadline, f"{url}: MathJax did not typeset"
+        time.sleep(0.05)
+
+
+# In dark mode, every figure in the column: its CSS filter, its background and padding, and the
+# scale its drawing (the image less its card's padding) is set at against its own size; and every
+# derivation's step label's background (chapter 2: it drew light bars between the equations)
+DARK_PROBE = """(() => {
+  const shown = [...document.querySelectorAll(".bd-content figure img, .bd-content div.cell_output img")].filter(
+    img => img.getBoundingClientRect().width > 0);  // a live figure hides its static image
+  const figures = shown.map(img => {
+    const style = getComputedStyle(img), padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+    return {src: img.getAttribute("src").split("/").pop().slice(0, 12), filter: style.filter,
+            background: style.backgroundColor, padding: padding,
+            scale: (img.getBoundingClientRect().width - padding) / parseFloat(img.style.width)};
+  });
+  const steps = [...document.querySelectorAll(".bd-content div.cell_output .text_html:has(> .derivation-step)")].map(
+    box => getComputedStyle(box).backgroundColor + " " + getComputedStyle(box).backgroundImage);
+  return {theme: document.documentElement.dataset.theme, figures: figures, steps: steps};
+})()"""
+
+
+@pytest.mark.book
+@needs_chromium
+def test_the_book_follows_the_readers_dark_mode_and_shows_figures_undimmed_on_white(html):
+    """A system set to dark (Chromium's emulated prefers-color-scheme) gets the dark book, one set to
+    light the light book (a dark system got the light book, before), and the theme's switch still
+    changes it. In dark mode no figure is dimmed by the theme's CSS filter (Fig 8.3's white tiles
+    turned grey): each sits on a white padded card, inside which its text is still legible on a phone
+    (LEGIBLE_PX); a derivation's step label sits on the page, with no light bar."""
+    pages = {name: (html / "chapters" / f"{name}.html").as_uri()
+             for name in ("02_variance_symbolic", "08_online_softmax")}
+    for width in (DESKTOP, PHONE):
+        browser = Browser(CHROMIUM, max(width, 600), VIEWPORT_HEIGHT)
+        try:
+            if width == PHONE:
+                phone_viewport(browser)
+            for scheme in ("light", "dark"):
+                browser.call("Emulation.setEmulatedMedia", page=True,
+                             features=[{"name": "prefers-color-scheme", "value": scheme}])
+                for name, url in pages.items():
+                    wait_for_typeset(browser, url)
+                    seen = browser.evaluate(DARK_PROBE)
+                    where = f"{name} at {width} px, the system {scheme}"
+                    assert seen["theme"] == scheme, f"{where}: the book is {seen['theme']}"
+                    assert seen["figures"], f"{where}: no figure measured"
+                    for figure in seen["figures"]:
+                        assert figure["filter"] == "none", f"{where}: a figure is dimmed: {figure}"
+                        if scheme == "dark":
+                            assert figure["background"] == "rgb(255, 255, 255)" and figure["padding"] >= 8, \
+                                f"{where}: a figure is not on a white card: {figure}"
+                        assert figure_text_px(figure) >= LEGIBLE_PX - 0.05, f"{where}: a figure's text is small: {figure}"
+                    if name == "02_variance_symbolic" and scheme == "dark":
+                        assert seen["steps"], f"{where}: no derivation step measured"
+                        assert set(seen["steps"]) == {"rgba(0, 0, 0, 0) none"}, f"{where}: {set(seen['steps'])}"
+            browser.evaluate("document.querySelector('.theme-switch-button').click()")
+            assert browser.evaluate("document.documentElement.dataset.theme") == "light", \
+                f"at {width} px the theme's switch does not turn a dark system's book light"
+        finally:
+            browser.close()
