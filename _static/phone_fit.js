@@ -1,7 +1,6 @@
-// What keeps a figure and an equation readable on a phone (_static/layout.css's phone rules).
-//
-// Figures: each figure's image gets its own width (the width myst-nb writes inline, the size its
-// text was drawn for) as --figure-own-width, below which layout.css does not shrink it on a phone.
+// What keeps an equation readable on a phone and shows where a figure scrolls (_static/layout.css's
+// phone rules; a figure's own width, below which it does not shrink, is written into the page by
+// _ext/figure_own_width.py, so that it holds without JavaScript).
 //
 // Equations: MathJax sets display and inline math at one size (its font-size, 127.3 % where it
 // matches the text's x-height). On a phone a display equation wider than the column is set just
@@ -19,12 +18,6 @@
 (function () {
   const MIN_EQUATION_SCALE = 0.7;
   const phone = window.matchMedia("(max-width: 500px)");
-
-  function giveFiguresTheirOwnWidth() {
-    for (const img of document.querySelectorAll("figure a.image-reference > img")) {
-      if (img.style.width.endsWith("px")) img.style.setProperty("--figure-own-width", img.style.width);
-    }
-  }
 
   function fitEquations(root) {
     for (const equation of root.querySelectorAll('mjx-container[jax="CHTML"][display="true"]')) {
@@ -116,7 +109,6 @@
     for (const line of new Set([...document.querySelectorAll("span.math")].map(lineOf))) lines.observe(line);
   }
 
-  document.addEventListener("DOMContentLoaded", giveFiguresTheirOwnWidth);
   window.addEventListener("load", () => {
     const typeset = window.MathJax && MathJax.startup && MathJax.startup.promise;
     markScrollingFigures();  // observed from now on

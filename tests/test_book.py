@@ -1296,3 +1296,40 @@ def test_the_book_follows_the_readers_dark_mode_and_shows_figures_undimmed_on_wh
                 f"at {width} px the theme's switch does not turn a dark system's book light"
         finally:
             browser.close()
+
+
+# Without JavaScript, every figure in the column and the scale its drawing is set at against its own
+# size (the width myst-nb writes inline)
+FIGURE_SCALES = """[...document.querySelectorAll(".bd-content figure img")].filter(img => img.getBoundingClientRect().width > 0)
+  .map(img => ({src: img.getAttribute("src").split("/").pop().slice(0, 12),
+                scale: img.getBoundingClientRect().width / parseFloat(img.style.width)}))"""
+
+
+@pytest.mark.book
+@needs_chromium
+def test_figures_keep_their_legible_size_on_a_phone_without_javascript(html):
+    """With JavaScript off, at 1400 px and in a phone's 390-px viewport, every figure of chapters 8
+    and 10.2 (Figs 10.2 and 10.3 are the widest, 675 px) is drawn large enough for its 9-pt text to
+    be LEGIBLE_PX: a figure's own width is in the page (_ext/figure_own_width.py), not set by a
+    script (then the figures shrank to the column, their text to 5-7 px)."""
+    small, measured = [], 0
+    for width in (DESKTOP, PHONE):
+        browser = Browser(CHROMIUM, max(width, 600), VIEWPORT_HEIGHT)
+        try:
+            if width == PHONE:
+                phone_viewport(browser)
+            browser.call("Emulation.setScriptExecutionDisabled", page=True, value=True)
+            for name in ("08_online_softmax", "10_2_training"):
+                browser.open((html / "chapters" / f"{name}.html").as_uri(), timeout=PAGE_TIMEOUT)
+                deadline = time.monotonic() + PAGE_TIMEOUT
+                while not (figures := browser.evaluate(FIGURE_SCALES)):
+                    assert time.monotonic() < deadline, f"{name} at {width} px: no figure drawn"
+                    time.sleep(0.05)
+                assert browser.evaluate("typeof DOCUMENTATION_OPTIONS") == "undefined", "JavaScript ran"
+                measured += len(figures)
+                small += [f"  {name} at {width} px: {figure_text_px(figure):.1f} px ({figure['src']})"
+                          for figure in figures if figure_text_px(figure) < LEGIBLE_PX - 0.05]
+        finally:
+            browser.close()
+    assert measured >= 2 * 6, f"only {measured} figures measured"
+    assert not small, "without JavaScript, figures whose 9-pt text is small:\n" + "\n".join(small)
