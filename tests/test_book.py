@@ -312,7 +312,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); make test installs it when run as root")
 DESKTOP, PHONE = 1400, 390
-#: a phone's window height (390 x 844: an iPhone 12 to 14), the height of the phone's frame
+#: a phone's window height (390 x 844: an iPhone 12 to 14), of its viewport and of the live figures' phone frame
 PHONE_HEIGHT = 844
 
 # Run on load, after MathJax's first typeset and the fonts: open every toggle and
@@ -555,7 +555,6 @@ PROBE = r"""
     pre.hidden = true;
     pre.textContent = JSON.stringify(report);
     document.body.appendChild(pre);
-    if (window.parent !== window) window.parent.postMessage(pre.textContent, "*");  // the phone frame
   }
   window.addEventListener("load", () => run().then(write, e => write({error: String(e && e.stack || e)})));
 })();
@@ -576,8 +575,9 @@ window.addEventListener("error", e => { window.__scriptErrors.push(String(e.mess
 </script>"""
 
 
-# Chromium will not make a window narrower than 500 px, so a phone is a 390-px frame
-# in a wider window; the probe in the frame posts its report to this page.
+# The live figures' phone (tests/test_interactive_figures.py): Chromium will not make a window
+# narrower than 500 px, so there a phone is a 390-px frame in a wider window, whose probe posts its
+# report to this page. The book's pages are measured in a phone's own viewport (phone_viewport).
 PHONE_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
 <iframe src="{src}" style="width:{width}px;height:{height}px;border:0"></iframe>
 <script>
@@ -597,6 +597,12 @@ PAGE_TIMEOUT = 120
 #: headless Chromium's --window-size=W,1000 gives it
 VIEWPORT_HEIGHT = 857
 
+def phone_viewport(browser: Browser) -> None:
+    """A phone's own viewport (390 x 844, device pixel ratio 2, a mobile browser's layout), not a
+    390-px frame in a wider window: what a phone's Chromium lays out."""
+    browser.call("Emulation.setDeviceMetricsOverride", page=True, width=PHONE, height=PHONE_HEIGHT,
+                 deviceScaleFactor=2, mobile=True)
+
 
 def render(page: pathlib.Path, width: int, browser: Browser) -> tuple[str, dict]:
     """The page's DOM once the probe has reported, in ``browser`` (headless Chromium kept open
@@ -605,12 +611,8 @@ def render(page: pathlib.Path, width: int, browser: Browser) -> tuple[str, dict]
     source = page.read_text()
     assert source.count("</body>") == 1 and source.count("<head>") == 1, page
     probe.write_text(source.replace("<head>", "<head>" + ERROR_CATCHER).replace("</body>", PROBE + "</body>"))
-    opened = probe
-    if width < 500:
-        opened = page.with_name(f"{page.stem}.phone-{width}.html")
-        opened.write_text(PHONE_FRAME.format(src=probe.name, width=width, height=PHONE_HEIGHT))
     try:
-        browser.open(opened.as_uri(), timeout=PAGE_TIMEOUT)
+        browser.open(probe.as_uri(), timeout=PAGE_TIMEOUT)
         deadline = time.monotonic() + PAGE_TIMEOUT
         while (text := browser.evaluate("document.getElementById('layout-report')?.textContent")) is None:
             assert time.monotonic() < deadline, f"{page.name} at {width} px: the probe wrote no report"
@@ -618,7 +620,6 @@ def render(page: pathlib.Path, width: int, browser: Browser) -> tuple[str, dict]
         dom = browser.evaluate("document.documentElement.outerHTML")
     finally:
         probe.unlink()
-        opened.unlink(missing_ok=True)
         browser.events.clear()  # the page's requests and console messages; the probe reports its errors
     report = json.loads(text)
     assert "error" not in report, f"{page.name} at {width} px: the probe failed: {report['error']}"
@@ -654,9 +655,11 @@ DESKTOP_SCROLLBAR = {}
 @pytest.fixture(scope="module")
 def rendered(html) -> dict:
     """(page name, width) -> (DOM, layout report), for every page of the book at both widths; the
-    desktop with classic scrollbars shown, the phone with none (overlay scrollbars)."""
-    # the phone's 390-px frame sits in a 600-px window (PHONE_FRAME)
+    desktop with classic scrollbars shown, the phone, in a phone's own viewport, with none (overlay
+    scrollbars)."""
+    # Chromium's window is at least 500 px wide; the phone's viewport is emulated in it
     browsers = {width: Browser(CHROMIUM, window, VIEWPORT_HEIGHT) for width, window in ((DESKTOP, DESKTOP), (PHONE, 600))}
+    phone_viewport(browsers[PHONE])
     try:
         DESKTOP_SCROLLBAR["width"] = show_scrollbars(browsers[DESKTOP], True)
         show_scrollbars(browsers[PHONE], False)
@@ -843,7 +846,7 @@ def test_the_exercise_catalogue_fits_a_phone_with_its_math_typeset(rendered):
     _, report = rendered[("instructor", PHONE)]
     wide = [item for item in report["overflowing"] if item["where"].lower().startswith("the exercise catalogue")]
     assert not wide, f"At {PHONE} px the catalogue scrolls sideways:\n{describe(wide)}"
-    dom, _ = rendered[("instructor", DESKTOP)]  # the phone's DOM is its frame's
+    dom, _ = rendered[("instructor", PHONE)]
     start = dom.index('id="the-exercise-catalogue"')
     catalogue = dom[start:dom.index("</section>", start)]
     assert catalogue.count("<mjx-container") >= 20, "the catalogue's math is not typeset"
@@ -911,8 +914,7 @@ def test_the_download_menus_notebook_renders_in_jupyter_at_both_widths(html):
             browser = Browser(CHROMIUM, max(width, 600), VIEWPORT_HEIGHT)
             try:
                 if width == PHONE:
-                    browser.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=PHONE_HEIGHT,
-                                 deviceScaleFactor=2, mobile=True)
+                    phone_viewport(browser)
                 # a chapter, a section page and a landing page (no launch buttons, still a notebook)
                 for page in ("chapters/04_softmax_saturation", "chapters/10_2_training", "chapters/14_trained_models"):
                     browser.open(f"http://127.0.0.1:{server.server_address[1]}/{page}.html", timeout=PAGE_TIMEOUT)
@@ -1053,7 +1055,9 @@ def test_display_math_is_as_large_as_inline_math_and_numbers_sit_by_their_equati
     """At both widths a display equation is set at the size of the inline formulas around it (a
     phone rule once set every one at 71 % of them); only on a phone, one too wide for the column
     is set just small enough to fit it, and no smaller than MIN_EQUATION_SCALE. An equation's
-    number sits beside it or tight under it (22 px below it on a phone, before)."""
+    number sits beside it or tight under it (22 px below it on a phone, before), measured with every
+    toggle open in a phone's own viewport, as the review measured. (Its 10 px at (8.9) lay between
+    the number and the equation of a closed dropdown, both hidden; opened, they touch.)"""
     shrunk, apart, numbers, fitted = [], [], 0, Counter()
     for (name, width), (_, report) in rendered.items():
         inline, display = report["inlineMathSizes"], report["displayMathSizes"]
@@ -1155,8 +1159,7 @@ def test_tab_never_stops_on_a_formula(html):
         browser = Browser(CHROMIUM, width, VIEWPORT_HEIGHT)
         try:
             if width == PHONE:
-                browser.call("Emulation.setDeviceMetricsOverride", page=True, width=width, height=844,
-                             deviceScaleFactor=2, mobile=True)
+                phone_viewport(browser)
             assert show_scrollbars(browser, width == DESKTOP) >= (8 if width == DESKTOP else 0)
             stops = tab_stops(browser, page, TAB_PRESSES)
             assert browser.evaluate("window.innerWidth") == width
@@ -1221,13 +1224,6 @@ def test_the_intros_chapter_table_fits_both_widths_and_never_breaks_a_module_nam
         assert table["content"] <= table["box"] + 1, \
             f"At {width} px the chapter table scrolls: {table['content']} px in {table['box']} px"
         assert not table["broken"], f"At {width} px module names break over two lines: {table['broken']}"
-
-
-def phone_viewport(browser: Browser) -> None:
-    """A phone's own viewport (390 x 844, device pixel ratio 2, a mobile browser's layout), not a
-    390-px frame in a wider window: what a phone's Chromium lays out."""
-    browser.call("Emulation.setDeviceMetricsOverride", page=True, width=PHONE, height=PHONE_HEIGHT,
-                 deviceScaleFactor=2, mobile=True)
 
 
 def wait_for_typeset(browser: Browser, url: str) -> None:
