@@ -1259,39 +1259,54 @@ DARK_PROBE = """(() => {
 def test_the_book_follows_the_readers_dark_mode_and_shows_figures_undimmed_on_white(html):
     """A system set to dark (Chromium's emulated prefers-color-scheme) gets the dark book, one set to
     light the light book (a dark system got the light book, before), and the theme's switch still
-    changes it. In dark mode no figure is dimmed by the theme's CSS filter (Fig 8.3's white tiles
+    changes it; the page is dark from its first paint (the theme's "auto" matched no style until its
+    deferred script ran). In dark mode no figure is dimmed by the theme's CSS filter (Fig 8.3's white tiles
     turned grey): each sits on a white padded card, inside which its text is still legible on a phone
     (LEGIBLE_PX); a derivation's step label sits on the page, with no light bar."""
     pages = {name: (html / "chapters" / f"{name}.html").as_uri()
              for name in ("02_variance_symbolic", "08_online_softmax")}
-    for width in (DESKTOP, PHONE):
-        browser = Browser(CHROMIUM, max(width, 600), VIEWPORT_HEIGHT)
-        try:
-            if width == PHONE:
-                phone_viewport(browser)
-            for scheme in ("light", "dark"):
-                browser.call("Emulation.setEmulatedMedia", page=True,
-                             features=[{"name": "prefers-color-scheme", "value": scheme}])
-                for name, url in pages.items():
-                    wait_for_typeset(browser, url)
-                    seen = browser.evaluate(DARK_PROBE)
-                    where = f"{name} at {width} px, the system {scheme}"
-                    assert seen["theme"] == scheme, f"{where}: the book is {seen['theme']}"
-                    assert seen["figures"], f"{where}: no figure measured"
-                    for figure in seen["figures"]:
-                        assert figure["filter"] == "none", f"{where}: a figure is dimmed: {figure}"
-                        if scheme == "dark":
-                            assert figure["background"] == "rgb(255, 255, 255)" and figure["padding"] >= 8, \
-                                f"{where}: a figure is not on a white card: {figure}"
-                        assert figure_text_px(figure) >= LEGIBLE_PX - 0.05, f"{where}: a figure's text is small: {figure}"
-                    if name == "02_variance_symbolic" and scheme == "dark":
-                        assert seen["steps"], f"{where}: no derivation step measured"
-                        assert set(seen["steps"]) == {"rgba(0, 0, 0, 0) none"}, f"{where}: {set(seen['steps'])}"
-            browser.evaluate("document.querySelector('.theme-switch-button').click()")
-            assert browser.evaluate("document.documentElement.dataset.theme") == "light", \
-                f"at {width} px the theme's switch does not turn a dark system's book light"
-        finally:
-            browser.close()
+    # each page as it stands when the body begins to be drawn, before its deferred scripts have run
+    first_paint = {}
+    for name in pages:
+        copy = html / "chapters" / f"{name}.first-paint.html"
+        copy.write_text(re.sub(r"(<body[^>]*>)", r"\1<script>window.__themeAtFirstPaint = document.documentElement.dataset.theme;</script>",
+                               (html / "chapters" / f"{name}.html").read_text(), count=1))
+        first_paint[name] = copy
+    try:
+        for width in (DESKTOP, PHONE):
+            browser = Browser(CHROMIUM, max(width, 600), VIEWPORT_HEIGHT)
+            try:
+                if width == PHONE:
+                    phone_viewport(browser)
+                for scheme in ("light", "dark"):
+                    browser.call("Emulation.setEmulatedMedia", page=True,
+                                 features=[{"name": "prefers-color-scheme", "value": scheme}])
+                    for name, url in pages.items():
+                        wait_for_typeset(browser, first_paint[name].as_uri())
+                        first = browser.evaluate("window.__themeAtFirstPaint")
+                        wait_for_typeset(browser, url)
+                        seen = browser.evaluate(DARK_PROBE)
+                        where = f"{name} at {width} px, the system {scheme}"
+                        assert first == scheme, f"{where}: the page is {first!r} until its scripts have run"
+                        assert seen["theme"] == scheme, f"{where}: the book is {seen['theme']}"
+                        assert seen["figures"], f"{where}: no figure measured"
+                        for figure in seen["figures"]:
+                            assert figure["filter"] == "none", f"{where}: a figure is dimmed: {figure}"
+                            if scheme == "dark":
+                                assert figure["background"] == "rgb(255, 255, 255)" and figure["padding"] >= 8, \
+                                    f"{where}: a figure is not on a white card: {figure}"
+                            assert figure_text_px(figure) >= LEGIBLE_PX - 0.05, f"{where}: a figure's text is small: {figure}"
+                        if name == "02_variance_symbolic" and scheme == "dark":
+                            assert seen["steps"], f"{where}: no derivation step measured"
+                            assert set(seen["steps"]) == {"rgba(0, 0, 0, 0) none"}, f"{where}: {set(seen['steps'])}"
+                browser.evaluate("document.querySelector('.theme-switch-button').click()")
+                assert browser.evaluate("document.documentElement.dataset.theme") == "light", \
+                    f"at {width} px the theme's switch does not turn a dark system's book light"
+            finally:
+                browser.close()
+    finally:
+        for copy in first_paint.values():
+            copy.unlink()
 
 
 # Without JavaScript, every figure in the column and the scale its drawing is set at against its own
