@@ -159,6 +159,7 @@
     play.addEventListener("click", () => (timer === null ? start() : stop()));
     const shared = live.share(root, {
       update,
+      beforeReset: stop,
       code: () => {
         const size = Number(block.value), end = read.value() * size;
         const head = ["import torch",

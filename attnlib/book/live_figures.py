@@ -108,28 +108,47 @@ class MaskedWeights:
     sink: torch.Tensor | None  # (L,) the sink's weight per query; None without a sink
 
 
+def mask_builder_rules(query_len: int, key_len: int, causal: str | None = None,
+                       window: tuple[int | None, int | None] | None = None,
+                       valid_keys: int | None = None, padded_keys=()) -> dict[str, torch.Tensor]:
+    """Each rule of the mask builder on its own, a bool ``(L, S)`` mask (True: may see), by name.
+
+    ``"padding"``: keys ``j >= valid_keys`` and the keys in ``padded_keys``
+    (those the reader clicked); ``"causal"``, ``"window"``: :func:`attnlib.causal_mask`
+    and :func:`attnlib.window_mask` (all True when the figure has none). A
+    query sees a key when every rule allows it; the figure names the rules
+    that hide a cell.
+    """
+    alignment = causal or "top_left"
+    everything = torch.ones(query_len, key_len, dtype=torch.bool)
+    keys = torch.arange(key_len)
+    kept = ~torch.isin(keys, torch.tensor(sorted(padded_keys), dtype=torch.long))
+    if valid_keys is not None:
+        kept &= keys < valid_keys
+    return {"padding": everything & kept,
+            "causal": everything if causal is None else causal_mask(query_len, key_len, alignment),
+            "window": everything if window is None else window_mask(query_len, key_len, window, alignment)}
+
+
 def mask_builder_weights(seed: int, query_len: int, key_len: int, causal: str | None = None,
                          window: tuple[int | None, int | None] | None = None,
-                         valid_keys: int | None = None, sink: float | None = None) -> MaskedWeights:
+                         valid_keys: int | None = None, sink: float | None = None,
+                         padded_keys=()) -> MaskedWeights:
     """``attention_weights`` of the figure's first ``query_len`` queries and ``key_len`` keys.
 
     ``causal``: None, ``"top_left"`` or ``"bottom_right"``; ``window`` as in
     :func:`attnlib.window_mask`; ``valid_keys``: keys ``j >= valid_keys`` are
-    padding (None: no padding); ``sink``: one sink logit (None: no sink).
+    padding (None: no padding); ``padded_keys``: more keys that are padding;
+    ``sink``: one sink logit (None: no sink). The window goes to
+    ``attention_weights`` as its own argument, the rest as a bool ``attn_mask``.
     """
     query, key = mask_builder_inputs(seed)
     query, key = query[None, :query_len], key[None, :key_len]  # one head
-    alignment = causal or "top_left"
-    allowed = torch.ones(query_len, key_len, dtype=torch.bool)
-    if causal is not None:  # folded into the mask, which padding also needs
-        allowed &= causal_mask(query_len, key_len, alignment)
-    if valid_keys is not None:
-        allowed &= torch.arange(key_len) < valid_keys
+    rules = mask_builder_rules(query_len, key_len, causal, window, valid_keys, padded_keys)
     sinks = None if sink is None else torch.tensor([float(sink)], dtype=torch.float64)
-    weights = attention_weights(query, key, attn_mask=allowed, causal_alignment=alignment,
-                                window=window, sinks=sinks)[0]
-    if window is not None:
-        allowed &= window_mask(query_len, key_len, window, alignment)
+    weights = attention_weights(query, key, attn_mask=rules["padding"] & rules["causal"],
+                                causal_alignment=causal or "top_left", window=window, sinks=sinks)[0]
+    allowed = rules["padding"] & rules["causal"] & rules["window"]
     return MaskedWeights(allowed, weights, None if sink is None else 1 - weights.sum(-1))
 
 
