@@ -108,7 +108,11 @@ SCENARIOS = [
         # play at the end starts again from no key read; pause (in the same task: no step between)
         ([("play", "click", None), ("play", "click", None)], {"block": "8", "read": 0}),
         # reset while playing: the page's state, and no step after it
-        ([("play", "click", None), ("reset", "click", None)], {"block": "4", "read": 4}),
+        # drags (a height: a share of the strip's, from its top): the axis runs from 3 down to -3, and a
+        # drag past an end stops there; half way is the zero line
+        ([("bar", "drag", [3, 0.0]), ("bar", "drag", [8, 1.0]), ("bar", "drag", [5, 0.5])], {"z": "3:3,5:0,8:-3"}),
+        ([("block", "value", "1"), ("read", "index", 16)], {"block": "1", "read": 16, "z": "3:3,5:0,8:-3"}),
+        ([("play", "click", None), ("reset", "click", None)], {"block": "4", "read": 4, "z": "none"}),
     ]),
     ("chapters/09_1_the_kernel", "kernel-tiles", [
         ([], {"n": 512, "block-m": "64", "block-n": "64", "causal": True, "left": "127"}),
@@ -219,6 +223,15 @@ HELPERS = r"""
     });
   }
   function act(root, [name, how, value]) {
+    if (how === "drag") {  // 8.1's score bar: down half way up its column, moved to `height`, let go
+      const [key, height] = value, strip = root.querySelector(".live-strip");
+      const at = (share, box = strip.getBoundingClientRect()) => ({ clientX: box.left + (key + 0.5) / 16 * box.width, clientY: box.top + share * box.height,
+                               pointerId: 1, bubbles: true });
+      strip.querySelector(`[data-key="${key}"]`).dispatchEvent(new PointerEvent("pointerdown", at(0.5)));
+      strip.dispatchEvent(new PointerEvent("pointermove", at(height)));
+      strip.dispatchEvent(new PointerEvent("pointerup", at(height)));
+      return;
+    }
     if (how === "press") {  // direct manipulation: a key's header, a cell of the grid
       const target = root.querySelector(name === "key" ? `[data-key="${value}"]` : `td[data-cell="${value}"]`);
       target.focus();
@@ -415,7 +428,9 @@ def check_mask_builder(settings: dict, shown: dict, seed: int = 0) -> None:
 
 
 def check_online_softmax(settings: dict, shown: dict, seed: int = 0) -> None:
-    states = live_figures.online_softmax_states(seed, int(settings["block"]))[:settings["read"]]
+    moved = {} if settings["z"] == "none" else {
+        int(j): float(z) for j, z in (pair.split(":") for pair in settings["z"].split(","))}
+    states = live_figures.online_softmax_states(seed, int(settings["block"]), moved)[:settings["read"]]
     history = shown["history"]
     assert [row["keys_read"] for row in history] == [state.keys_read for state in states]
     for row, state in zip(history, states):
@@ -429,7 +444,7 @@ def check_online_softmax(settings: dict, shown: dict, seed: int = 0) -> None:
         lse = states[-1].m + math.log(states[-1].l)
         assert close(shown["shown"]["lse"]["value"], lse)
     # the scores drawn with their sign, and their values as text
-    query, keys, _ = live_figures.online_softmax_inputs(seed)
+    query, keys, _ = live_figures.online_softmax_inputs(seed, moved)
     scores = ((query @ keys.T)[0] / math.sqrt(live_figures.ONLINE_WIDTH)).tolist()
     assert all(map(close, shown["scores"], scores)) and min(scores) < 0 < max(scores)
     assert all(same_text(t.replace("\u2212", "-"), z, 2) for t, z in zip(shown["scoreTexts"], scores, strict=True))
@@ -532,7 +547,7 @@ def test_every_control_moves_the_figure_as_attnlib_computes(own_book_html, page,
     assert fits["overflow"] <= 1 and fits["right"] <= 1, f"the figure is wider than its column: {fits}"
 
     controls = report["controls"]
-    moved = {name for actions, _ in steps for name, how, _ in actions if how != "press"}
+    moved = {name for actions, _ in steps for name, how, _ in actions if how not in {"press", "drag"}}
     assert moved == {c["name"] for c in controls}, f"controls never moved: {({c['name'] for c in controls}) - moved}"
     for control in controls:  # native elements: focusable, and the keyboard works them
         assert control["tag"] in {"input", "select", "button"} and control["tabIndex"] >= 0, control
@@ -642,6 +657,12 @@ def test_the_jupyter_edition_keeps_the_static_figures_and_drops_the_placeholders
     assert any("SaturationDemo(seed=0)" in source for source in sources)
 
 
+def score_step(key: int, by: float) -> float:
+    """8.1's score of ``key`` after one arrow key (``by``: 0.1 or -0.1), on the figure's steps of 0.05."""
+    query, keys, _ = live_figures.online_softmax_inputs(0)
+    return math.floor((float(query[0] @ keys[key]) / 2 + by) * 20 + 0.5) / 20
+
+
 # (page, figure, [(key, settings the page must then report)]); the first key goes to the
 # figure's first control, focused; Tab moves on to the next control, in the page's order
 KEYBOARD = [
@@ -665,6 +686,9 @@ KEYBOARD = [
         ("ArrowUp", {"block": "2", "read": 4}), ("Tab", {}), ("ArrowRight", {"read": 5}), ("Tab", {}),
         ("Enter", {"read": 4}), ("Tab", {}), ("Enter", {"read": 5}),
         ("Tab", {}), ("Tab", {}), ("Enter", {"block": "4", "read": 4}),
+        # the strip: one Tab stop; up and down move a score by 0.1 (onto steps of 0.05), left and right the bar
+        ("Tab", {"focus": "key 0"}), ("ArrowUp", {"z": f"0:{score_step(0, 0.1)}", "focus": "key 0"}),
+        ("ArrowRight", {"focus": "key 1"}), ("ArrowDown", {"z": f"0:{score_step(0, 0.1)},1:{score_step(1, -0.1)}"}),
     ]),
     ("chapters/09_1_the_kernel", "kernel-tiles", [
         ("ArrowLeft", {"n": 384}), ("Tab", {}), ("ArrowDown", {"block-m": "128"}), ("Tab", {}),

@@ -152,12 +152,19 @@ def mask_builder_weights(seed: int, query_len: int, key_len: int, causal: str | 
     return MaskedWeights(allowed, weights, None if sink is None else 1 - weights.sum(-1))
 
 
-def online_softmax_inputs(seed: int):
-    """Query ``(1, 4)``, keys ``(16, 4)`` and scalar values ``(16, 1)``, float64."""
+def online_softmax_inputs(seed: int, scores: dict[int, float] | None = None):
+    """Query ``(1, 4)``, keys ``(16, 4)`` and scalar values ``(16, 1)``, float64.
+
+    ``scores``: ``{j: z}``, the scores a reader dragged in the figure; key ``j``
+    moves along the query until its score ``q·k_j / 2`` is ``z``.
+    """
     generator = SeededNormal(seed)
     query = generator.standard_normal((1, ONLINE_WIDTH))
     keys = generator.standard_normal((ONLINE_KEYS, ONLINE_WIDTH))
     values = generator.standard_normal((ONLINE_KEYS, 1))
+    tau = 1 / math.sqrt(ONLINE_WIDTH)
+    for j, z in (scores or {}).items():
+        keys[j] += (z - tau * (query[0] @ keys[j])) / (tau * (query[0] @ query[0])) * query[0]
     return tuple(torch.from_numpy(x) for x in (query, keys, values))
 
 
@@ -172,22 +179,22 @@ class OnlineState:
     output: float
 
 
-def online_softmax_states(seed: int, block: int) -> list[OnlineState]:
+def online_softmax_states(seed: int, block: int, scores: dict[int, float] | None = None) -> list[OnlineState]:
     """The state after each key block, from ``tiled.attention`` over the keys read so far.
 
     After ``t`` blocks the online softmax's state is the softmax state of
     those keys alone: ``m`` their largest score, ``l = exp(lse - m)`` and
     ``acc = output * l``, with ``output, lse`` what the tiled path returns
-    for those keys (in blocks of ``block``).
+    for those keys (in blocks of ``block``); ``scores`` as in :func:`online_softmax_inputs`.
     """
     if block not in ONLINE_BLOCKS:
         raise ValueError(f"block must be one of {ONLINE_BLOCKS}, got {block!r}")
-    query, keys, values = online_softmax_inputs(seed)
-    scores = (query @ keys.T)[0] / math.sqrt(ONLINE_WIDTH)
+    query, keys, values = online_softmax_inputs(seed, scores)
+    z = (query @ keys.T)[0] / math.sqrt(ONLINE_WIDTH)
     states = []
     for end in range(block, ONLINE_KEYS + 1, block):
         output, lse = tiled.attention(query, keys[:end], values[:end], block_k=block, return_lse=True)
-        m = float(scores[:end].max())
+        m = float(z[:end].max())
         l = math.exp(float(lse[0]) - m)
         states.append(OnlineState(end, m, l, float(output[0, 0]) * l, float(output[0, 0])))
     return states
