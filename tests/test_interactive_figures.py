@@ -146,6 +146,7 @@ HELPERS = r"""
       panels: Object.fromEntries([...root.querySelectorAll("[data-panel]")].map((panel) => [panel.dataset.panel, {
         weights: [...panel.querySelectorAll(".live-bar-row")].map((r) => +r.dataset.weight),
         weightTexts: [...panel.querySelectorAll(".live-bar-value")].map((e) => e.textContent),
+        spreadNote: panel.querySelector(".live-spread").textContent,
         ...Object.fromEntries([...panel.querySelectorAll("strong[data-shown]")].map((e) =>
           [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
       }])),
@@ -365,6 +366,8 @@ def saturation_band(seed: int) -> dict:
 
 def check_saturation(settings: dict, shown: dict, seed: int = 0) -> None:
     assert shown["draw"] == settings["draw"]
+    root = math.sqrt(settings["d"])
+    sqrt_d = f"{root:.0f}" if root.is_integer() else f"{root:.2f}"
     printed = run_printed(shown["code"])
     for side in ("scaled", "unscaled"):
         summary = saturation_state(seed, settings["draw"], settings["d"], side == "scaled")
@@ -376,6 +379,11 @@ def check_saturation(settings: dict, shown: dict, seed: int = 0) -> None:
             assert same_text(panel[name]["text"].removesuffix(" nats"), expected, 3), (side, name, panel[name], expected)
         weights = printed[f"p_{side}"]
         assert weights.shape == (1, 8) and all(map(close, weights[0].tolist(), panel["weights"])), (side, shown["code"])
+        # the scores' spread: attnlib's standard deviation, and the printed lines' own
+        spread = live_figures.saturation_spread(seed, settings["draw"], settings["d"], side == "scaled")
+        assert close(panel["spread"]["value"], spread) and same_text(panel["spread"]["text"], spread, 2), (side, panel)
+        assert close(float(printed[f"sd_{side}"]), spread), (side, shown["code"])
+        assert panel["spreadNote"].endswith(f"(expected about {'1' if side == 'scaled' else f'√d = {sqrt_d}'})"), panel
     # the largest weight of this draw at every d, for both sides, with the current d among them
     assert sorted((d, side) for d, side, _ in shown["curve"]) == sorted(
         (d, side) for d in live_figures.SATURATION_DIMS for side in ("scaled", "unscaled"))
@@ -962,3 +970,13 @@ def run_kernel_call(code: str, seq_len: int, is_causal: bool, window) -> None:
                             cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert float(result.stdout.split("largest difference")[1]) < 1e-5, result.stdout
+
+
+def test_the_saturation_figures_spread_is_about_root_d_unscaled_and_1_scaled():
+    """What the figure's spread line says ("expected about √d", "about 1"), over its first 32 draws:
+    the mean standard deviation of 8 scores is within 15 % of sqrt(d) unscaled and of 1 scaled
+    (one draw's is 8 scores' estimate, and it wanders more)."""
+    for dim in (16, 1024):
+        for scaled, expected in ((False, math.sqrt(dim)), (True, 1.0)):
+            spreads = [live_figures.saturation_spread(0, draw, dim, scaled) for draw in range(32)]
+            assert abs(np.mean(spreads) / expected - 1) < 0.15, (dim, scaled, np.mean(spreads))

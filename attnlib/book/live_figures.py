@@ -15,7 +15,7 @@ it shows, from these inputs (``saturation_draw``, ``mask_builder_inputs``,
 ========================  =============================  ==========================
 figure (chapter)          script                         numbers
 ========================  =============================  ==========================
-saturation (4)            ``_static/live/saturation.js``  :func:`saturation_draw`
+saturation (4)            ``_static/live/saturation.js``  :func:`saturation_state`, :func:`saturation_spread`
 mask builder (5)          ``mask_builder.js``             :func:`mask_builder_weights`
 online softmax (8)        ``online_softmax.js``           :func:`online_softmax_states`
 kernel tiles (9.1)        ``kernel_tiles.js``             :func:`tile_kinds`
@@ -68,6 +68,17 @@ def saturation_state(seed: int, draw: int, dim: int, scaled: bool) -> Saturation
         raise ValueError(f"dim must be one of {SATURATION_DIMS}, got {dim!r}")
     query, keys = saturation_draw(seed, draw)
     return saturation_summary(query[:dim], keys[:, :dim], scaled)
+
+
+def saturation_spread(seed: int, draw: int, dim: int, scaled: bool) -> float:
+    """The standard deviation (``torch.std``: over the 8 keys, ``n - 1``) of the scores the
+    saturation figure's side shows: ``q·k_j`` unscaled, about ``sqrt(dim)`` since
+    ``Var(q·k) = dim``; ``q·k_j / sqrt(dim)`` scaled, about 1."""
+    if dim not in SATURATION_DIMS:
+        raise ValueError(f"dim must be one of {SATURATION_DIMS}, got {dim!r}")
+    query, keys = saturation_draw(seed, draw)
+    scores = keys[:, :dim] @ query[:dim]
+    return float((scores / math.sqrt(dim) if scaled else scores).std())
 
 
 #: The draws (0 to 31 of a seed's stream) whose quartiles the saturation figure shades.
