@@ -980,3 +980,32 @@ def test_the_saturation_figures_spread_is_about_root_d_unscaled_and_1_scaled():
         for scaled, expected in ((False, math.sqrt(dim)), (True, 1.0)):
             spreads = [live_figures.saturation_spread(0, draw, dim, scaled) for draw in range(32)]
             assert abs(np.mean(spreads) / expected - 1) < 0.15, (dim, scaled, np.mean(spreads))
+
+
+# Everything in a live figure that takes the keyboard's focus (the theme's tabindex="-1" on a code
+# block's <pre> lets a script scroll it: no control)
+FOCUSABLE = ".live-figure :is(button, input, select, a[href], [tabindex]:not(pre))"
+
+
+@pytest.mark.book
+@needs_chromium
+def test_everything_a_live_figure_focuses_has_an_accessible_name(own_book_html):
+    """Chromium's accessibility tree names every control, link, key header, grid cell and score bar
+    of each live figure with words (a cell shown as "·" is named "q0, k5: hidden", not "·")."""
+    browser = Browser(CHROMIUM, DESKTOP)
+    unnamed, seen = [], set()
+    try:
+        for page, _, _ in PRINTED:
+            browser.open((own_book_html / f"{page}.html").as_uri())
+            root = browser.call("DOM.getDocument", page=True)["root"]["nodeId"]
+            for node in browser.call("DOM.querySelectorAll", page=True, nodeId=root, selector=FOCUSABLE)["nodeIds"]:
+                ax = browser.call("Accessibility.getPartialAXTree", page=True, nodeId=node, fetchRelatives=False)
+                found = next(n for n in ax["nodes"] if not n.get("ignored"))
+                role, name = found["role"]["value"], found.get("name", {}).get("value", "")
+                seen.add(role)
+                if not re.search(r"[^\W\d_]", name):
+                    unnamed.append((page, role, name))
+    finally:
+        browser.close()
+    assert not unnamed, unnamed
+    assert {"button", "slider", "combobox", "cell", "checkbox", "link"} <= seen, seen

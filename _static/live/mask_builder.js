@@ -86,6 +86,7 @@
           const cell = live.element("td", {
             className: seen ? "live-seen" : "live-hidden", "data-weight": String(w), "data-allowed": String(seen),
             "data-cell": `${i},${j}`, tabindex: "-1",
+            "aria-label": `q${i}, k${j}: ${seen ? `weight ${live.fixed(w, 2)}` : "hidden"}`,  // "·" names nothing
           }, seen ? live.fixed(w, 2) : "·");
           if (chosen && chosen[0] === i && chosen[1] === j) {
             const rules = hiddenBy(j);
