@@ -113,7 +113,7 @@
         chosen = null;
         delete why.dataset.cell;
         delete why.dataset.rules;
-        why.textContent = "Click a cell (or reach it with the arrow keys) to see which rules hide it.";
+        why.textContent = "Click a key's header to make it padding; click a cell (or reach it with the arrow keys) to see which rules hide it.";
       }
       // one Tab stop for the whole grid, the arrow keys inside it
       (grid.querySelector(`td[data-cell="${chosen}"]`) || grid.querySelector("td[data-cell]")).tabIndex = 0;

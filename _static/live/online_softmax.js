@@ -45,11 +45,13 @@
     for (const [kind, text] of [["read", "read"], ["current", "this block"], ["unread", "not read yet"], ["max", "its largest score so far: m"]]) {
       legend.append(live.element("span", { className: `live-swatch live-swatch-${kind}` }), ` ${text} `);
     }
+    const dragNote = live.element("p", { className: "live-note" },
+      "Drag a bar up or down to change its score (or Tab to the bars: ↑ ↓ move one, ← → pick another); the steps follow.");
     const scoreList = live.element("div", { className: "live-score-values", role: "list", "aria-label": `the score z_j of each key j` });
     const blockScores = live.element("p", { className: "live-note" });
     const state = live.element("dl", { className: "live-state", "aria-live": "polite", "data-readout": "" });
     const history = live.element("table", { className: "live-history" });
-    root.append(controls, state, strip, legend, scoreList, blockScores, history);
+    root.append(controls, state, strip, legend, dragNote, scoreList, blockScores, history);
 
     const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
     let timer = null;
