@@ -25,10 +25,13 @@ call that computes what it shows) and compares their result with the page's numb
 figure's kernel call is bound to the kernel's signature, and once run in Triton's interpreter.
 Under touch emulation (a coarse pointer) at both widths: no "Tap the figure" hint under a live
 figure, every control at least 44 px high, on a phone one control a row and the readout in view;
-a link to a state ("#fig-mask-builder?L=8&sink-on=on") restores it, and a move rewrites it without a
-new history entry; the caption describes the figure (aria-describedby); chapter 8's "next block"
-keeps the focus at the last block, "play" steps on by itself and pauses, and under reduced motion
-its bars change with no transition; the figures' dark mode has no white tiles.
+a link to a state ("#fig-mask-builder?L=8&sink-on=on") restores it, a move rewrites it without a
+new history entry, and "reset" gives the page's own state and takes the fragment off the address;
+the caption describes the figure (aria-describedby); chapter 8's "next block" keeps the focus at
+the last block, "play" steps on by itself and pauses, and under reduced motion its bars change
+with no transition; the figures' dark mode has no white tiles. Direct manipulation: a key's
+header in the mask builder pads that key (Enter, Space or a click) and a cell names the rules that
+hide it (a click, or the arrow keys inside the grid), checked against attnlib's masks one by one.
 """
 import ast
 import functools
@@ -70,10 +73,11 @@ SCENARIOS = [
         ([("draw", "click", None)], {"d": 256, "draw": 1}),
         ([("d", "index", 0)], {"d": 1, "draw": 1}),
         ([("d", "index", 10), ("draw", "click", None)], {"d": 1024, "draw": 2}),
+        ([("reset", "click", None)], {"d": 64, "draw": 0}),
     ]),
     ("chapters/05_stability_and_masks", "mask-builder", [
         ([], {"L": 4, "S": 6, "causal": "bottom_right", "left": "2", "right": "none", "valid": 6,
-              "sink-on": False}),
+              "sink-on": False, "pad": "none"}),
         ([("L", "index", 7)], {"L": 8}),
         ([("causal", "value", "top_left"), ("left", "value", "none"), ("right", "value", "1")],
          {"causal": "top_left", "left": "none", "right": "1"}),
@@ -83,6 +87,13 @@ SCENARIOS = [
          {"sink": 2, "causal": "none", "S": 5, "valid": 3}),
         ([("L", "index", 1), ("causal", "value", "bottom_right"), ("left", "value", "0")],
          {"L": 2, "causal": "bottom_right", "left": "0"}),
+        # a key's header pads that key alone: k1 (of the 3 before the padding), then k4 (after it)
+        ([("key", "press", 1)], {"pad": "1", "valid": 3}),
+        ([("key", "press", 4)], {"pad": "1,3", "valid": 5}),
+        ([("cell", "press", "1,3"), ("S", "index", 7)], {"pad": "1,3", "valid": 5, "S": 8}),
+        ([("key", "press", 1), ("cell", "press", "0,2")], {"pad": "3", "valid": 5}),
+        ([("reset", "click", None)], {"L": 4, "S": 6, "causal": "bottom_right", "left": "2", "right": "none",
+                                      "valid": 6, "sink-on": False, "sink": 0, "pad": "none"}),
     ]),
     ("chapters/08_online_softmax", "online-softmax", [
         ([], {"block": "4", "read": 4}),
@@ -96,6 +107,12 @@ SCENARIOS = [
         ([("read", "index", 2)], {"read": 2}),
         # play at the end starts again from no key read; pause (in the same task: no step between)
         ([("play", "click", None), ("play", "click", None)], {"block": "8", "read": 0}),
+        # reset while playing: the page's state, and no step after it
+        # drags (a height: a share of the strip's, from its top): the axis runs from 3 down to -3, and a
+        # drag past an end stops there; half way is the zero line
+        ([("bar", "drag", [3, 0.0]), ("bar", "drag", [8, 1.0]), ("bar", "drag", [5, 0.5])], {"z": "3:3,5:0,8:-3"}),
+        ([("block", "value", "1"), ("read", "index", 16)], {"block": "1", "read": 16, "z": "3:3,5:0,8:-3"}),
+        ([("play", "click", None), ("reset", "click", None)], {"block": "4", "read": 4, "z": "none"}),
     ]),
     ("chapters/09_1_the_kernel", "kernel-tiles", [
         ([], {"n": 512, "block-m": "64", "block-n": "64", "causal": True, "left": "127"}),
@@ -105,6 +122,7 @@ SCENARIOS = [
         ([("left", "value", "none"), ("n", "index", 2)], {"left": "none", "n": 384}),
         ([("causal", "checked", True), ("left", "value", "31"), ("block-m", "value", "32")],
          {"causal": True, "left": "31", "block-m": "32"}),
+        ([("reset", "click", None)], {"n": 512, "block-m": "64", "block-n": "64", "causal": True, "left": "127"}),
     ]),
     # λ's stops (live_figures.trained_factors): MiniLM's index 19 is sqrt(32), no scale; SmolLM2's
     # index 2 is sqrt(64 / 576), divided by sqrt(d_model); a mistake stays that mistake in the other model
@@ -116,6 +134,7 @@ SCENARIOS = [
                                  "factor": 8}),
         ([("factor", "index", 2)], {"factor": math.sqrt(64 / 576)}),
         ([("factor", "index", 0), ("layer", "value", "0")], {"factor": 0.25, "layer": "0"}),
+        ([("reset", "click", None)], {"model": "minilm", "sentence": "0", "layer": "3", "head": "0", "factor": 1}),
     ]),
 ]
 
@@ -127,6 +146,7 @@ HELPERS = r"""
       panels: Object.fromEntries([...root.querySelectorAll("[data-panel]")].map((panel) => [panel.dataset.panel, {
         weights: [...panel.querySelectorAll(".live-bar-row")].map((r) => +r.dataset.weight),
         weightTexts: [...panel.querySelectorAll(".live-bar-value")].map((e) => e.textContent),
+        spreadNote: panel.querySelector(".live-spread").textContent,
         ...Object.fromEntries([...panel.querySelectorAll("strong[data-shown]")].map((e) =>
           [e.dataset.shown, { value: +e.dataset.value, text: e.textContent }])),
       }])),
@@ -145,6 +165,9 @@ HELPERS = r"""
         texts: [...row.querySelectorAll("td[data-allowed]")].map((c) => c.textContent),
         sink: row.querySelector("td[data-sink]") ? +row.querySelector("td[data-sink]").dataset.sink : null,
       })),
+      padding: [...root.querySelectorAll("[data-key]")].map((b) => b.getAttribute("aria-pressed") === "true"),
+      why: { cell: root.querySelector("[data-shown=why]").dataset.cell || null,
+             rules: root.querySelector("[data-shown=why]").dataset.rules, text: root.querySelector("[data-shown=why]").textContent },
       note: root.querySelector(".live-note[aria-live]").textContent,
       code: root.querySelector("[data-shown=code]").textContent,
     }),
@@ -185,6 +208,12 @@ HELPERS = r"""
       else if (c.type === "checkbox") out[name] = c.checked;
       else if (c.tagName === "SELECT") out[name] = c.value;
     }
+    // state the figure keeps besides its controls (a draw, padded keys, dragged scores): in its link
+    const link = root.querySelector(".live-link");
+    const fragment = link ? decodeURIComponent(new URL(link.href).hash) : "";
+    for (const [name, value] of new URLSearchParams(fragment.slice(fragment.indexOf("?") + 1))) {
+      if (!(name in out)) out[name] = value;
+    }
     return out;
   }
   function controls(root) {
@@ -195,6 +224,21 @@ HELPERS = r"""
     });
   }
   function act(root, [name, how, value]) {
+    if (how === "drag") {  // 8.1's score bar: down half way up its column, moved to `height`, let go
+      const [key, height] = value, strip = root.querySelector(".live-strip");
+      const at = (share, box = strip.getBoundingClientRect()) => ({ clientX: box.left + (key + 0.5) / 16 * box.width, clientY: box.top + share * box.height,
+                               pointerId: 1, bubbles: true });
+      strip.querySelector(`[data-key="${key}"]`).dispatchEvent(new PointerEvent("pointerdown", at(0.5)));
+      strip.dispatchEvent(new PointerEvent("pointermove", at(height)));
+      strip.dispatchEvent(new PointerEvent("pointerup", at(height)));
+      return;
+    }
+    if (how === "press") {  // direct manipulation: a key's header, a cell of the grid
+      const target = root.querySelector(name === "key" ? `[data-key="${value}"]` : `td[data-cell="${value}"]`);
+      target.focus();
+      target.click();
+      return;
+    }
     const c = root.querySelector(`[data-control="${name}"]`);
     if (!c) throw new Error(`no control ${name}`);
     if (how === "index") { c.value = String(value); c.dispatchEvent(new Event("input", { bubbles: true })); }
@@ -322,6 +366,8 @@ def saturation_band(seed: int) -> dict:
 
 def check_saturation(settings: dict, shown: dict, seed: int = 0) -> None:
     assert shown["draw"] == settings["draw"]
+    root = math.sqrt(settings["d"])
+    sqrt_d = f"{root:.0f}" if root.is_integer() else f"{root:.2f}"
     printed = run_printed(shown["code"])
     for side in ("scaled", "unscaled"):
         summary = saturation_state(seed, settings["draw"], settings["d"], side == "scaled")
@@ -333,6 +379,11 @@ def check_saturation(settings: dict, shown: dict, seed: int = 0) -> None:
             assert same_text(panel[name]["text"].removesuffix(" nats"), expected, 3), (side, name, panel[name], expected)
         weights = printed[f"p_{side}"]
         assert weights.shape == (1, 8) and all(map(close, weights[0].tolist(), panel["weights"])), (side, shown["code"])
+        # the scores' spread: attnlib's standard deviation, and the printed lines' own
+        spread = live_figures.saturation_spread(seed, settings["draw"], settings["d"], side == "scaled")
+        assert close(panel["spread"]["value"], spread) and same_text(panel["spread"]["text"], spread, 2), (side, panel)
+        assert close(float(printed[f"sd_{side}"]), spread), (side, shown["code"])
+        assert panel["spreadNote"].endswith(f"(expected about {'1' if side == 'scaled' else f'√d = {sqrt_d}'})"), panel
     # the largest weight of this draw at every d, for both sides, with the current d among them
     assert sorted((d, side) for d, side, _ in shown["curve"]) == sorted(
         (d, side) for d in live_figures.SATURATION_DIMS for side in ("scaled", "unscaled"))
@@ -351,11 +402,19 @@ def check_mask_builder(settings: dict, shown: dict, seed: int = 0) -> None:
         return None if value == "none" else int(value)
 
     window = (reach(settings["left"]), reach(settings["right"]))
-    built = live_figures.mask_builder_weights(
-        seed, settings["L"], settings["S"], causal=None if settings["causal"] == "none" else settings["causal"],
-        window=None if window == (None, None) else window,
-        valid_keys=settings["valid"] if settings["valid"] < settings["S"] else None,
-        sink=settings["sink"] if settings["sink-on"] else None)
+    padded = [] if settings["pad"] == "none" else [int(j) for j in settings["pad"].split(",")]
+    figure = dict(causal=None if settings["causal"] == "none" else settings["causal"],
+                  window=None if window == (None, None) else window,
+                  valid_keys=settings["valid"] if settings["valid"] < settings["S"] else None, padded_keys=padded)
+    built = live_figures.mask_builder_weights(seed, settings["L"], settings["S"],
+                                              sink=settings["sink"] if settings["sink-on"] else None, **figure)
+    rules = live_figures.mask_builder_rules(settings["L"], settings["S"], **figure)
+    assert shown["padding"] == (~rules["padding"][0]).tolist(), (shown["padding"], settings)
+    if shown["why"]["cell"] is not None:  # the rules that hide the chosen cell, in the figure's order
+        i, j = map(int, shown["why"]["cell"].split(","))
+        hidden = [name for name in ("padding", "causal", "window") if not rules[name][i, j]]
+        assert shown["why"]["rules"].split() == hidden, (shown["why"], hidden)
+        assert shown["why"]["text"].startswith(f"q{i} {'does not see' if hidden else 'sees'} k{j}"), shown["why"]
     rows = shown["rows"]
     assert [row["allowed"] for row in rows] == built.allowed.tolist()
     for row, weights, allowed in zip(rows, built.weights.tolist(), built.allowed.tolist()):
@@ -377,7 +436,9 @@ def check_mask_builder(settings: dict, shown: dict, seed: int = 0) -> None:
 
 
 def check_online_softmax(settings: dict, shown: dict, seed: int = 0) -> None:
-    states = live_figures.online_softmax_states(seed, int(settings["block"]))[:settings["read"]]
+    moved = {} if settings["z"] == "none" else {
+        int(j): float(z) for j, z in (pair.split(":") for pair in settings["z"].split(","))}
+    states = live_figures.online_softmax_states(seed, int(settings["block"]), moved)[:settings["read"]]
     history = shown["history"]
     assert [row["keys_read"] for row in history] == [state.keys_read for state in states]
     for row, state in zip(history, states):
@@ -391,7 +452,7 @@ def check_online_softmax(settings: dict, shown: dict, seed: int = 0) -> None:
         lse = states[-1].m + math.log(states[-1].l)
         assert close(shown["shown"]["lse"]["value"], lse)
     # the scores drawn with their sign, and their values as text
-    query, keys, _ = live_figures.online_softmax_inputs(seed)
+    query, keys, _ = live_figures.online_softmax_inputs(seed, moved)
     scores = ((query @ keys.T)[0] / math.sqrt(live_figures.ONLINE_WIDTH)).tolist()
     assert all(map(close, shown["scores"], scores)) and min(scores) < 0 < max(scores)
     assert all(same_text(t.replace("\u2212", "-"), z, 2) for t, z in zip(shown["scoreTexts"], scores, strict=True))
@@ -494,7 +555,7 @@ def test_every_control_moves_the_figure_as_attnlib_computes(own_book_html, page,
     assert fits["overflow"] <= 1 and fits["right"] <= 1, f"the figure is wider than its column: {fits}"
 
     controls = report["controls"]
-    moved = {name for actions, _ in steps for name, _, _ in actions}
+    moved = {name for actions, _ in steps for name, how, _ in actions if how not in {"press", "drag"}}
     assert moved == {c["name"] for c in controls}, f"controls never moved: {({c['name'] for c in controls}) - moved}"
     for control in controls:  # native elements: focusable, and the keyboard works them
         assert control["tag"] in {"input", "select", "button"} and control["tabIndex"] >= 0, control
@@ -604,34 +665,59 @@ def test_the_jupyter_edition_keeps_the_static_figures_and_drops_the_placeholders
     assert any("SaturationDemo(seed=0)" in source for source in sources)
 
 
+def score_step(key: int, by: float) -> float:
+    """8.1's score of ``key`` after one arrow key (``by``: 0.1 or -0.1), on the figure's steps of 0.05."""
+    query, keys, _ = live_figures.online_softmax_inputs(0)
+    return math.floor((float(query[0] @ keys[key]) / 2 + by) * 20 + 0.5) / 20
+
+
 # (page, figure, [(key, settings the page must then report)]); the first key goes to the
 # figure's first control, focused; Tab moves on to the next control, in the page's order
 KEYBOARD = [
     ("chapters/04_softmax_saturation", "saturation", [
         ("ArrowRight", {"d": 128}), ("Tab", {}), ("Enter", {"draw": 1}), (" ", {"draw": 2}),
+        ("Tab", {}), ("Enter", {"d": 64, "draw": 0}),
     ]),
     ("chapters/05_stability_and_masks", "mask-builder", [
         ("ArrowRight", {"L": 5}), ("Tab", {}), ("ArrowRight", {"S": 7}), ("Tab", {}),
         ("ArrowUp", {"causal": "top_left"}), ("Tab", {}), ("ArrowDown", {"left": "3"}), ("Tab", {}),
         ("ArrowDown", {"right": "0"}), ("Tab", {}), ("ArrowLeft", {"valid": 5}), ("Tab", {}),
         (" ", {"sink-on": True}), ("Tab", {}), ("ArrowRight", {"sink": 0.5}),
+        ("Tab", {}), (" ", {"L": 4, "S": 6, "causal": "bottom_right", "left": "2", "right": "none", "valid": 6,
+                            "sink-on": False, "sink": 0}),
+        # the keys' headers (k0 to k5), then the grid: one Tab stop, its cells under the arrow keys
+        ("Tab", {"focus": "key 0"}), ("Enter", {"pad": "0", "focus": "key 0"}), ("Tab", {"focus": "key 1"}),
+        (" ", {"pad": "0,1", "focus": "key 1"}), ("Enter", {"pad": "0"}), *[("Tab", {})] * 4,
+        ("Tab", {"focus": "cell 0,0"}), ("ArrowRight", {"focus": "cell 0,1"}), ("ArrowDown", {"focus": "cell 1,1"}),
     ]),
     ("chapters/08_online_softmax", "online-softmax", [
         ("ArrowUp", {"block": "2", "read": 4}), ("Tab", {}), ("ArrowRight", {"read": 5}), ("Tab", {}),
         ("Enter", {"read": 4}), ("Tab", {}), ("Enter", {"read": 5}),
+        ("Tab", {}), ("Tab", {}), ("Enter", {"block": "4", "read": 4}),
+        # the strip: one Tab stop; up and down move a score by 0.1 (onto steps of 0.05), left and right the bar
+        ("Tab", {"focus": "key 0"}), ("ArrowUp", {"z": f"0:{score_step(0, 0.1)}", "focus": "key 0"}),
+        ("ArrowRight", {"focus": "key 1"}), ("ArrowDown", {"z": f"0:{score_step(0, 0.1)},1:{score_step(1, -0.1)}"}),
     ]),
     ("chapters/09_1_the_kernel", "kernel-tiles", [
         ("ArrowLeft", {"n": 384}), ("Tab", {}), ("ArrowDown", {"block-m": "128"}), ("Tab", {}),
         ("ArrowUp", {"block-n": "32"}), ("Tab", {}), (" ", {"causal": False}), ("Tab", {}),
         ("ArrowDown", {"left": "255"}),
+        ("Tab", {}), ("Enter", {"n": 512, "block-m": "64", "block-n": "64", "causal": True, "left": "127"}),
     ]),
     # SmolLM2's first sentence has 13 tokens: the drawn row goes from MiniLM's last (14) to 12
     ("chapters/14_3_scale_and_saturation", "trained-head", [
         ("ArrowDown", {"model": "smollm2", "layer": "15", "row": 12}), ("Tab", {}), ("ArrowDown", {"sentence": "1"}),
         ("Tab", {}), ("ArrowDown", {"layer": "29"}), ("Tab", {}), ("ArrowDown", {"head": "1"}), ("Tab", {}),
         ("ArrowRight", {"factor": 1.19}), ("Tab", {}), ("ArrowLeft", {"row": 11}),
+        ("Tab", {}), ("Enter", {"model": "minilm", "sentence": "0", "layer": "3", "head": "0", "factor": 1,
+                                "row": 14}),
     ]),
 ]
+
+
+# what has the keyboard's focus: a control by its name, a key's header or a cell of the mask builder
+FOCUSED = """(e => e.dataset.control || (e.dataset.key ? `key ${e.dataset.key}`
+                                     : e.dataset.cell ? `cell ${e.dataset.cell}` : null))(document.activeElement)"""
 
 
 @pytest.mark.book
@@ -648,7 +734,10 @@ def test_every_control_works_from_the_keyboard_on_a_phone(own_book_html, page, f
         focused, expected, draw = [], {}, 0
         for key, moved in presses:
             browser.press(key)
-            focused.append(browser.evaluate("document.activeElement.dataset.control"))
+            focused.append(browser.evaluate(FOCUSED))
+            moved = dict(moved)
+            if "focus" in moved:
+                assert focused[-1] == moved.pop("focus"), (key, focused)
             state = browser.evaluate(f"({{settings: __liveTest.settings({root}), shown: __liveTest.read['{figure}']({root})}})")
             draw = moved.get("draw", draw)
             expected.update({k: v for k, v in moved.items() if k != "draw"})
@@ -656,7 +745,8 @@ def test_every_control_works_from_the_keyboard_on_a_phone(own_book_html, page, f
             CHECKS[figure](dict(state["settings"], draw=draw), state["shown"])
         names = browser.evaluate(f"[...{root}.querySelectorAll('[data-control]')].map(c => c.dataset.control)")
         # "play" runs on a timer: test_the_figures_on_a_phone_and_in_a_link presses it
-        assert set(focused) == set(names) - {"play"}, f"never reached from the keyboard: {set(names) - set(focused)}"
+        reached = {name for name in focused if name is None or not name.startswith(("key ", "cell "))}
+        assert reached - {"play"} == set(names) - {"play"}, f"never reached from the keyboard: {set(names) - reached}"
         assert not browser.errors(), browser.errors()
         remote = [url for url in browser.requests() if not url.startswith("file://")]
         assert not remote, f"requests leaving the page's host: {remote}"
@@ -722,10 +812,10 @@ TOUCH_TARGET = 44  # px: the 2.75rem the figures give a control under a coarse p
 # The figure's controls as a finger meets them: for a checkbox, its label (tapping it ticks the box)
 TARGETS = """(() => {
   const root = %s;
-  return [...root.querySelectorAll("[data-control], .live-link")].map((c) => {
+  return [...root.querySelectorAll("[data-control], .live-link, [data-key]")].map((c) => {
     const target = c.type === "checkbox" ? document.querySelector(`label[for="${c.id}"]`) : c;
     const box = target.getBoundingClientRect();
-    return [c.dataset.control || "link", c.type || c.tagName.toLowerCase(), Math.round(box.width), Math.round(box.height)];
+    return [c.dataset.control || (c.dataset.key ? `k${c.dataset.key}` : "link"), c.type || c.tagName.toLowerCase(), Math.round(box.width), Math.round(box.height)];
   });
 })()"""
 
@@ -806,6 +896,18 @@ def test_the_figures_on_a_phone_and_in_a_link(own_book_html, width):
                 assert browser.evaluate(skipped) == "rgb(255, 255, 255)"
                 browser.evaluate("document.documentElement.dataset.theme = 'dark'")
                 assert browser.evaluate(skipped) == "rgba(0, 0, 0, 0)"
+
+            # reset: the state the page opens with, and no fragment left in the address
+            browser.evaluate(f"__liveTest.act({root}, ['reset', 'click', null])")
+            time.sleep(0.4)  # past the quarter second a move's address waits
+            reset = browser.evaluate(f"({{hash: location.hash, settings: __liveTest.settings({root}),"
+                                     f" code: {root}.querySelector('[data-shown=code]').textContent}})")
+            browser.open("about:blank")
+            browser.open(url)
+            browser.evaluate(HELPERS)
+            opened = browser.evaluate(f"({{hash: location.hash, settings: __liveTest.settings({root}),"
+                                      f" code: {root}.querySelector('[data-shown=code]').textContent}})")
+            assert reset == opened and opened["hash"] == "", (link, reset, opened)
         if width == DESKTOP:  # the tile figure's kernel call, run in Triton's interpreter (n = 128: seconds)
             browser.open((own_book_html / "chapters/09_1_the_kernel.html").as_uri()
                          + "#fig-kernel-tiles?n=128&block-m=32&block-n=64&causal=on&left=31")
@@ -868,3 +970,42 @@ def run_kernel_call(code: str, seq_len: int, is_causal: bool, window) -> None:
                             cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert float(result.stdout.split("largest difference")[1]) < 1e-5, result.stdout
+
+
+def test_the_saturation_figures_spread_is_about_root_d_unscaled_and_1_scaled():
+    """What the figure's spread line says ("expected about √d", "about 1"), over its first 32 draws:
+    the mean standard deviation of 8 scores is within 15 % of sqrt(d) unscaled and of 1 scaled
+    (one draw's is 8 scores' estimate, and it wanders more)."""
+    for dim in (16, 1024):
+        for scaled, expected in ((False, math.sqrt(dim)), (True, 1.0)):
+            spreads = [live_figures.saturation_spread(0, draw, dim, scaled) for draw in range(32)]
+            assert abs(np.mean(spreads) / expected - 1) < 0.15, (dim, scaled, np.mean(spreads))
+
+
+# Everything in a live figure that takes the keyboard's focus (the theme's tabindex="-1" on a code
+# block's <pre> lets a script scroll it: no control)
+FOCUSABLE = ".live-figure :is(button, input, select, a[href], [tabindex]:not(pre))"
+
+
+@pytest.mark.book
+@needs_chromium
+def test_everything_a_live_figure_focuses_has_an_accessible_name(own_book_html):
+    """Chromium's accessibility tree names every control, link, key header, grid cell and score bar
+    of each live figure with words (a cell shown as "·" is named "q0, k5: hidden", not "·")."""
+    browser = Browser(CHROMIUM, DESKTOP)
+    unnamed, seen = [], set()
+    try:
+        for page, _, _ in PRINTED:
+            browser.open((own_book_html / f"{page}.html").as_uri())
+            root = browser.call("DOM.getDocument", page=True)["root"]["nodeId"]
+            for node in browser.call("DOM.querySelectorAll", page=True, nodeId=root, selector=FOCUSABLE)["nodeIds"]:
+                ax = browser.call("Accessibility.getPartialAXTree", page=True, nodeId=node, fetchRelatives=False)
+                found = next(n for n in ax["nodes"] if not n.get("ignored"))
+                role, name = found["role"]["value"], found.get("name", {}).get("value", "")
+                seen.add(role)
+                if not re.search(r"[^\W\d_]", name):
+                    unnamed.append((page, role, name))
+    finally:
+        browser.close()
+    assert not unnamed, unnamed
+    assert {"button", "slider", "combobox", "cell", "checkbox", "link"} <= seen, seen

@@ -159,8 +159,10 @@
    * figure's draw); opening such an address restores that state, and moving a control writes
    * it (history.replaceState: no new history entry). `code()` returns the attnlib lines that
    * compute what the figure shows, printed under it. `update` redraws the figure; call the
-   * returned `changed()` at the end of it. */
-  live.share = function (root, { code, extra = {}, update }) {
+   * returned `changed()` at the end of it. A "reset" button, last of the figure's controls,
+   * brings back the state the page opened with (not a linked one) and takes the fragment off
+   * the address; `beforeReset` stops what the builder runs by itself (8.1's play). */
+  live.share = function (root, { code, extra = {}, update, beforeReset = () => {} }) {
     const id = root.dataset.static || root.dataset.figure;
     const controls = () => [...root.querySelectorAll("input[data-control], select[data-control]")];
     function read(control) {
@@ -201,11 +203,8 @@
     root.append(block);
 
     let restoring = true;  // no address written while the page opens, or while a link is read
-    function restore() {
-      const hash = decodeURIComponent(location.hash);
-      if (!hash.startsWith(`#${id}?`)) return false;
+    function apply(params) {
       restoring = true;
-      const params = new URLSearchParams(hash.slice(id.length + 2));
       for (const [name, state] of Object.entries(extra)) if (params.has(name)) state.set(params.get(name));
       for (const control of controls()) {
         const name = control.dataset.control;
@@ -213,8 +212,22 @@
       }
       update();
       restoring = false;
+    }
+    function restore() {
+      const hash = decodeURIComponent(location.hash);
+      if (!hash.startsWith(`#${id}?`)) return false;
+      apply(new URLSearchParams(hash.slice(id.length + 2)));
       return true;
     }
+    let initial = null;  // the page's own state, taken before a link is read
+    const reset = live.button(root.querySelector(".live-controls") || root, { name: "reset", label: "reset" });
+    reset.setAttribute("aria-label", "reset the figure to its first state");
+    reset.addEventListener("click", () => {
+      beforeReset();
+      clearTimeout(pending);
+      apply(new URLSearchParams(initial.slice(id.length + 2)));
+      try { history.replaceState(history.state, "", location.pathname + location.search); } catch (error) { /* nothing to undo */ }
+    });
     /* the address follows a moving slider a quarter second behind: browsers limit how often a
      * page may replace it (Safari throws after 100 times in 30 s) */
     let pending = null;
@@ -231,6 +244,7 @@
     return {
       changed,
       start() {  // after the first update: read the page's address, and bring a linked figure into view
+        initial = fragment();
         if (restore()) (root.closest("figure") || root).scrollIntoView({ block: "start" });
         restoring = false;
       },

@@ -1,5 +1,7 @@
 /* Chapter 8: online softmax, one key block at a time, for one query and 16 keys.
  * Controls: the block size, the number of blocks read (a slider, and previous/next buttons).
+ * A score bar can be dragged (or focused and moved with the arrow keys, up and down; left and
+ * right go to the next bar): its key turns along q until q·k_j / 2 is the new score.
  * Shows the running maximum m, the sum l, the correction exp(m_old - m_new), acc and acc / l.
  * Python twin: attnlib.book.live_figures.online_softmax_states (attnlib.tiled.attention).
  */
@@ -14,8 +16,14 @@
     const query = generator.matrix(1, WIDTH)[0];
     const keys = generator.matrix(KEYS, WIDTH);
     const values = generator.matrix(KEYS, 1).map((row) => row[0]);
-    const scores = keys.map((key) => live.dot(query, key, WIDTH) / Math.sqrt(WIDTH));
-    const lowest = Math.min(...scores), highest = Math.max(...scores);
+    const drawn = keys.map((key) => live.dot(query, key, WIDTH) / Math.sqrt(WIDTH));
+    const moved = new Map();  // key -> the score the reader gave it
+    let scores = drawn.slice();
+    const setScores = () => { scores = drawn.map((z, j) => (moved.has(j) ? moved.get(j) : z)); };
+    // a fixed axis, so that a bar under the pointer stays under it while the others keep still
+    const TOP = 3, BOTTOM = -3;
+    const onGrid = (z) => Math.min(TOP, Math.max(BOTTOM, Math.round(z * 20) / 20));  // steps of 0.05
+    let active = 0;  // the bar that takes the Tab stop (one for the strip, the arrows inside it)
 
     const controls = live.element("div", { className: "live-controls" });
     const block = live.select(controls, {
@@ -32,16 +40,18 @@
     const play = live.button(buttons, { name: "play", label: "play" });
     play.setAttribute("aria-pressed", "false");
     controls.append(buttons);
-    const strip = live.svg("svg", { class: "live-strip", role: "img", viewBox: `0 0 ${KEYS * 10} 60`, preserveAspectRatio: "none" });
+    const strip = live.svg("svg", { class: "live-strip", role: "group", viewBox: `0 0 ${KEYS * 10} 60`, preserveAspectRatio: "none" });
     const legend = live.element("p", { className: "live-legend" });
     for (const [kind, text] of [["read", "read"], ["current", "this block"], ["unread", "not read yet"], ["max", "its largest score so far: m"]]) {
       legend.append(live.element("span", { className: `live-swatch live-swatch-${kind}` }), ` ${text} `);
     }
+    const dragNote = live.element("p", { className: "live-note" },
+      "Drag a bar up or down to change its score (or Tab to the bars: ↑ ↓ move one, ← → pick another); the steps follow.");
     const scoreList = live.element("div", { className: "live-score-values", role: "list", "aria-label": `the score z_j of each key j` });
     const blockScores = live.element("p", { className: "live-note" });
     const state = live.element("dl", { className: "live-state", "aria-live": "polite", "data-readout": "" });
     const history = live.element("table", { className: "live-history" });
-    root.append(controls, state, strip, legend, scoreList, blockScores, history);
+    root.append(controls, state, strip, legend, dragNote, scoreList, blockScores, history);
 
     const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
     let timer = null;
@@ -101,15 +111,21 @@
       const largest = seen.length ? seen.indexOf(Math.max(...seen)) : -1;
       const kindOf = (j) => (j < (t - 1) * size ? "read" : j < t * size ? "current" : "unread");
 
-      const top = Math.max(highest, 0), bottom = Math.min(lowest, 0);
-      const y = (z) => 4 + 52 * (top - z) / (top - bottom);  // signed: bars rise and fall from the zero line
+      const y = (z) => 4 + 52 * (TOP - z) / (TOP - BOTTOM);  // signed: bars rise and fall from the zero line
       strip.replaceChildren(...scores.map((z, j) => {
         const bar = live.svg("rect", {
           x: j * 10 + (j % size === 0 && j > 0 ? 1.5 : 1), width: 7.5, y: Math.min(y(z), y(0)), height: Math.max(0.5, Math.abs(y(z) - y(0))),
           class: `live-key live-${kindOf(j)}${j === largest ? " live-max" : ""}`, "data-score": String(z),
         });
-        bar.append(live.svg("title", {}, `key ${j}: score ${z.toFixed(3)}, value ${values[j].toFixed(3)}`));
         return bar;
+      }), ...scores.map((z, j) => {  // the whole column takes the pointer and the keyboard
+        const handle = live.svg("rect", {
+          x: j * 10, width: 10, y: 0, height: 60, class: "live-key-hit", "data-key": j, tabindex: j === active ? 0 : -1,
+          role: "slider", "aria-label": `score z_${j} of key ${j}`, "aria-valuemin": BOTTOM, "aria-valuemax": TOP,
+          "aria-valuenow": z.toFixed(2), "aria-valuetext": `${z.toFixed(2)}${moved.has(j) ? " (moved)" : ""}`,
+        });
+        handle.append(live.svg("title", {}, `key ${j}: score ${z.toFixed(3)}, value ${values[j].toFixed(3)}; drag to change`));
+        return handle;
       }), live.svg("line", { x1: 0, x2: KEYS * 10, y1: y(0), y2: y(0), class: "live-zero" }),
       ...Array.from({ length: KEYS / size - 1 }, (_, b) => live.svg("line", {
         x1: (b + 1) * size * 10, x2: (b + 1) * size * 10, y1: 0, y2: 60, class: "live-block-edge" })));
@@ -149,6 +165,41 @@
       }));
       shared.changed();
     }
+    function setScore(j, z) {
+      moved.set(j, onGrid(z));
+      setScores();
+      update();
+    }
+    function scoreAt(event) {  // the key under the pointer and the score at its height
+      const box = strip.getBoundingClientRect();
+      const j = Math.min(KEYS - 1, Math.max(0, Math.floor((event.clientX - box.left) / box.width * KEYS)));
+      const at = (event.clientY - box.top) / box.height * 60;
+      return [j, TOP - (at - 4) * (TOP - BOTTOM) / 52];
+    }
+    let dragging = null;
+    strip.addEventListener("pointerdown", (event) => {
+      const [j, z] = scoreAt(event);
+      dragging = j;
+      active = j;
+      try { strip.setPointerCapture(event.pointerId); } catch (error) { /* a pointer already gone */ }
+      event.preventDefault();  // no text selection, no scroll
+      setScore(j, z);
+      strip.querySelector(`[data-key="${j}"]`).focus({ preventScroll: true });  // the page keeps still under the pointer
+    });
+    strip.addEventListener("pointermove", (event) => {
+      if (dragging !== null) setScore(dragging, scoreAt(event)[1]);
+    });
+    for (const end of ["pointerup", "pointercancel"]) strip.addEventListener(end, () => { dragging = null; });
+    strip.addEventListener("keydown", (event) => {
+      const j = Number(event.target.dataset.key);
+      const by = { ArrowUp: 0.1, ArrowDown: -0.1 }[event.key], to = { ArrowLeft: j - 1, ArrowRight: j + 1 }[event.key];
+      if (by !== undefined) setScore(j, scores[j] + by);
+      else if (to !== undefined) active = Math.min(KEYS - 1, Math.max(0, to));
+      else return;
+      event.preventDefault();
+      if (by === undefined) update();
+      strip.querySelector(`[data-key="${active}"]`).focus();  // the strip was redrawn under the focus
+    });
     block.addEventListener("change", () => {
       read.setStops(Array.from({ length: blocksOf() + 1 }, (_, t) => t));
       update();
@@ -159,13 +210,28 @@
     play.addEventListener("click", () => (timer === null ? start() : stop()));
     const shared = live.share(root, {
       update,
+      beforeReset: () => { stop(); active = 0; },
+      extra: {
+        z: {
+          get: () => ([...moved].sort(([a], [b]) => a - b).map(([j, z]) => `${j}:${z}`).join(",") || "none"),
+          set(text) {
+            const pairs = text === "none" ? [] : text.split(",").map((pair) => pair.split(":").map(Number));
+            if (!pairs.every(([j, z]) => Number.isInteger(j) && j >= 0 && j < KEYS && Number.isFinite(z))) return;
+            moved.clear();
+            pairs.forEach(([j, z]) => moved.set(j, onGrid(z)));
+            setScores();
+          },
+        },
+      },
       code: () => {
         const size = Number(block.value), end = read.value() * size;
         const head = ["import torch",
           "from attnlib import tiled",
           "from attnlib.book.live_figures import online_softmax_inputs",
           "",
-          `q, k, v = online_softmax_inputs(seed=${seed})  # (1, 4), (16, 4), (16, 1)`];
+          moved.size
+            ? `q, k, v = online_softmax_inputs(seed=${seed}, scores={${[...moved].sort(([a], [b]) => a - b).map(([j, z]) => `${j}: ${z}`).join(", ")}})`
+            : `q, k, v = online_softmax_inputs(seed=${seed})  # (1, 4), (16, 4), (16, 1)`];
         if (end === 0) return [...head, "# no key read yet: m = -inf, l = 0, acc = 0"].join("\n");
         return [...head,
           live.pythonCall("o, lse = tiled.attention", [`q`, `k[:${end}]`, `v[:${end}]`, `block_k=${size}`, "return_lse=True"]),

@@ -1,5 +1,7 @@
 /* Chapter 4: one query and eight keys, softmax with and without the scale tau = 1/sqrt(d),
- * side by side, and the largest weight of this draw against d.
+ * side by side, and the largest weight of this draw against d. Each side also gives the spread
+ * of its scores (their standard deviation over the eight keys): Var(q·k) = d, so about √d
+ * unscaled and about 1 scaled.
  * Controls: the key width d (1 to 1024), "draw again".
  * Python twin: attnlib.book.live_figures.saturation_state (attnlib.book.widgets.saturation_summary).
  */
@@ -41,15 +43,16 @@
     const drawn = live.element("p", { className: "live-note", "data-shown": "draw" });
     const panels = live.element("div", { className: "live-panels", "data-readout": "" });
     const sides = [
-      { name: "scaled", title: "scaled: τ = 1/√d", scale: (d) => 1 / Math.sqrt(d) },
-      { name: "unscaled", title: "unscaled: τ = 1", scale: () => 1 },
+      { name: "scaled", title: "scaled: τ = 1/√d", scale: (d) => 1 / Math.sqrt(d), expect: () => "1" },
+      { name: "unscaled", title: "unscaled: τ = 1", scale: () => 1, expect: (d) => `√d = ${Number.isInteger(Math.sqrt(d)) ? Math.sqrt(d) : Math.sqrt(d).toFixed(2)}` },
     ].map((side) => {
       const panel = live.element("section", { className: `live-panel live-${side.name}`, "data-panel": side.name });
       const bars = live.element("div", { className: "live-bars", role: "list", "aria-label": `${side.name}: the weight p_j of each key j` });
       const summary = live.element("p", { className: "live-summary" });
-      panel.append(live.element("p", { className: "live-panel-title" }, side.title), bars, summary);
+      const spread = live.element("p", { className: "live-summary live-spread" });
+      panel.append(live.element("p", { className: "live-panel-title" }, side.title), spread, bars, summary);
       panels.append(panel);
-      return Object.assign(side, { bars, summary });
+      return Object.assign(side, { bars, summary, spread });
     });
     const status = live.element("p", { className: "live-visually-hidden", "aria-live": "polite" });
     const plot = live.svg("svg", { viewBox: "0 0 320 170", class: "live-plot", role: "img" });
@@ -61,6 +64,11 @@
 
     function weightsAt(d, scale, q = query, k = keys) {
       return live.softmax(k.map((key) => scale * live.dot(key, q, d))).weights;
+    }
+    function spreadAt(d, scale) {  // the sample standard deviation (n - 1) of the scores, as torch.std
+      const scores = keys.map((key) => scale * live.dot(key, query, d));
+      const mean = scores.reduce((a, b) => a + b, 0) / KEYS;
+      return Math.sqrt(scores.reduce((sum, z) => sum + (z - mean) ** 2, 0) / (KEYS - 1));
     }
     const band = (() => {  // {scaled: [q25, q50, q75] each over DIMS}, from the seed's first BAND_DRAWS draws
       const stream = live.seededNormal(seed), largest = { scaled: [], unscaled: [] };
@@ -133,7 +141,12 @@
           "max p ", live.element("strong", { "data-shown": "max-weight", "data-value": String(largest) }, largest.toFixed(3)),
           " · 𝓗 ", live.element("strong", { "data-shown": "entropy", "data-value": String(entropy) }, `${live.fixed(entropy, 3)} nats`),
         );
-        said.push(`${side.name}: largest weight ${largest.toFixed(3)}, entropy ${live.fixed(entropy, 3)} nats`);
+        const sd = spreadAt(d, side.scale(d));
+        side.spread.replaceChildren(
+          "scores τ q·k_j: standard deviation ", live.element("strong", { "data-shown": "spread", "data-value": String(sd) }, sd.toFixed(2)),
+          ` (expected about ${side.expect(d)})`,
+        );
+        said.push(`${side.name}: scores' standard deviation ${sd.toFixed(2)}, largest weight ${largest.toFixed(3)}, entropy ${live.fixed(entropy, 3)} nats`);
       }
       status.textContent = `d = ${d}. ${said.join("; ")}; at most ln 8 = ${Math.log(KEYS).toFixed(3)} nats.`;
       drawPlot(d);
@@ -154,7 +167,10 @@
           "",
           `q, k = saturation_draw(seed=${seed}, draw=${draw})  # (1024,), (8, 1024)`,
           `p_scaled = attnlib.attention_weights(q[None, :${d}], k[:, :${d}])`,
-          `p_unscaled = attnlib.attention_weights(q[None, :${d}], k[:, :${d}], scale=1.0)`].join("\n");
+          `p_unscaled = attnlib.attention_weights(q[None, :${d}], k[:, :${d}], scale=1.0)`,
+          "# the scores' spread over the 8 keys: about sqrt(d) unscaled, about 1 scaled",
+          `sd_unscaled = (k[:, :${d}] @ q[:${d}]).std()`,
+          `sd_scaled = sd_unscaled / ${d} ** 0.5`].join("\n");
       },
     });
     goToDraw(0);

@@ -15,7 +15,7 @@ it shows, from these inputs (``saturation_draw``, ``mask_builder_inputs``,
 ========================  =============================  ==========================
 figure (chapter)          script                         numbers
 ========================  =============================  ==========================
-saturation (4)            ``_static/live/saturation.js``  :func:`saturation_draw`
+saturation (4)            ``_static/live/saturation.js``  :func:`saturation_state`, :func:`saturation_spread`
 mask builder (5)          ``mask_builder.js``             :func:`mask_builder_weights`
 online softmax (8)        ``online_softmax.js``           :func:`online_softmax_states`
 kernel tiles (9.1)        ``kernel_tiles.js``             :func:`tile_kinds`
@@ -70,6 +70,17 @@ def saturation_state(seed: int, draw: int, dim: int, scaled: bool) -> Saturation
     return saturation_summary(query[:dim], keys[:, :dim], scaled)
 
 
+def saturation_spread(seed: int, draw: int, dim: int, scaled: bool) -> float:
+    """The standard deviation (``torch.std``: over the 8 keys, ``n - 1``) of the scores the
+    saturation figure's side shows: ``q·k_j`` unscaled, about ``sqrt(dim)`` since
+    ``Var(q·k) = dim``; ``q·k_j / sqrt(dim)`` scaled, about 1."""
+    if dim not in SATURATION_DIMS:
+        raise ValueError(f"dim must be one of {SATURATION_DIMS}, got {dim!r}")
+    query, keys = saturation_draw(seed, draw)
+    scores = keys[:, :dim] @ query[:dim]
+    return float((scores / math.sqrt(dim) if scaled else scores).std())
+
+
 #: The draws (0 to 31 of a seed's stream) whose quartiles the saturation figure shades.
 SATURATION_BAND_DRAWS = 32
 
@@ -108,37 +119,63 @@ class MaskedWeights:
     sink: torch.Tensor | None  # (L,) the sink's weight per query; None without a sink
 
 
+def mask_builder_rules(query_len: int, key_len: int, causal: str | None = None,
+                       window: tuple[int | None, int | None] | None = None,
+                       valid_keys: int | None = None, padded_keys=()) -> dict[str, torch.Tensor]:
+    """Each rule of the mask builder on its own, a bool ``(L, S)`` mask (True: may see), by name.
+
+    ``"padding"``: keys ``j >= valid_keys`` and the keys in ``padded_keys``
+    (those the reader clicked); ``"causal"``, ``"window"``: :func:`attnlib.causal_mask`
+    and :func:`attnlib.window_mask` (all True when the figure has none). A
+    query sees a key when every rule allows it; the figure names the rules
+    that hide a cell.
+    """
+    alignment = causal or "top_left"
+    everything = torch.ones(query_len, key_len, dtype=torch.bool)
+    keys = torch.arange(key_len)
+    kept = ~torch.isin(keys, torch.tensor(sorted(padded_keys), dtype=torch.long))
+    if valid_keys is not None:
+        kept &= keys < valid_keys
+    return {"padding": everything & kept,
+            "causal": everything if causal is None else causal_mask(query_len, key_len, alignment),
+            "window": everything if window is None else window_mask(query_len, key_len, window, alignment)}
+
+
 def mask_builder_weights(seed: int, query_len: int, key_len: int, causal: str | None = None,
                          window: tuple[int | None, int | None] | None = None,
-                         valid_keys: int | None = None, sink: float | None = None) -> MaskedWeights:
+                         valid_keys: int | None = None, sink: float | None = None,
+                         padded_keys=()) -> MaskedWeights:
     """``attention_weights`` of the figure's first ``query_len`` queries and ``key_len`` keys.
 
     ``causal``: None, ``"top_left"`` or ``"bottom_right"``; ``window`` as in
     :func:`attnlib.window_mask`; ``valid_keys``: keys ``j >= valid_keys`` are
-    padding (None: no padding); ``sink``: one sink logit (None: no sink).
+    padding (None: no padding); ``padded_keys``: more keys that are padding;
+    ``sink``: one sink logit (None: no sink). The window goes to
+    ``attention_weights`` as its own argument, the rest as a bool ``attn_mask``.
     """
     query, key = mask_builder_inputs(seed)
     query, key = query[None, :query_len], key[None, :key_len]  # one head
-    alignment = causal or "top_left"
-    allowed = torch.ones(query_len, key_len, dtype=torch.bool)
-    if causal is not None:  # folded into the mask, which padding also needs
-        allowed &= causal_mask(query_len, key_len, alignment)
-    if valid_keys is not None:
-        allowed &= torch.arange(key_len) < valid_keys
+    rules = mask_builder_rules(query_len, key_len, causal, window, valid_keys, padded_keys)
     sinks = None if sink is None else torch.tensor([float(sink)], dtype=torch.float64)
-    weights = attention_weights(query, key, attn_mask=allowed, causal_alignment=alignment,
-                                window=window, sinks=sinks)[0]
-    if window is not None:
-        allowed &= window_mask(query_len, key_len, window, alignment)
+    weights = attention_weights(query, key, attn_mask=rules["padding"] & rules["causal"],
+                                causal_alignment=causal or "top_left", window=window, sinks=sinks)[0]
+    allowed = rules["padding"] & rules["causal"] & rules["window"]
     return MaskedWeights(allowed, weights, None if sink is None else 1 - weights.sum(-1))
 
 
-def online_softmax_inputs(seed: int):
-    """Query ``(1, 4)``, keys ``(16, 4)`` and scalar values ``(16, 1)``, float64."""
+def online_softmax_inputs(seed: int, scores: dict[int, float] | None = None):
+    """Query ``(1, 4)``, keys ``(16, 4)`` and scalar values ``(16, 1)``, float64.
+
+    ``scores``: ``{j: z}``, the scores a reader dragged in the figure; key ``j``
+    moves along the query until its score ``q·k_j / 2`` is ``z``.
+    """
     generator = SeededNormal(seed)
     query = generator.standard_normal((1, ONLINE_WIDTH))
     keys = generator.standard_normal((ONLINE_KEYS, ONLINE_WIDTH))
     values = generator.standard_normal((ONLINE_KEYS, 1))
+    tau = 1 / math.sqrt(ONLINE_WIDTH)
+    for j, z in (scores or {}).items():
+        keys[j] += (z - tau * (query[0] @ keys[j])) / (tau * (query[0] @ query[0])) * query[0]
     return tuple(torch.from_numpy(x) for x in (query, keys, values))
 
 
@@ -153,22 +190,22 @@ class OnlineState:
     output: float
 
 
-def online_softmax_states(seed: int, block: int) -> list[OnlineState]:
+def online_softmax_states(seed: int, block: int, scores: dict[int, float] | None = None) -> list[OnlineState]:
     """The state after each key block, from ``tiled.attention`` over the keys read so far.
 
     After ``t`` blocks the online softmax's state is the softmax state of
     those keys alone: ``m`` their largest score, ``l = exp(lse - m)`` and
     ``acc = output * l``, with ``output, lse`` what the tiled path returns
-    for those keys (in blocks of ``block``).
+    for those keys (in blocks of ``block``); ``scores`` as in :func:`online_softmax_inputs`.
     """
     if block not in ONLINE_BLOCKS:
         raise ValueError(f"block must be one of {ONLINE_BLOCKS}, got {block!r}")
-    query, keys, values = online_softmax_inputs(seed)
-    scores = (query @ keys.T)[0] / math.sqrt(ONLINE_WIDTH)
+    query, keys, values = online_softmax_inputs(seed, scores)
+    z = (query @ keys.T)[0] / math.sqrt(ONLINE_WIDTH)
     states = []
     for end in range(block, ONLINE_KEYS + 1, block):
         output, lse = tiled.attention(query, keys[:end], values[:end], block_k=block, return_lse=True)
-        m = float(scores[:end].max())
+        m = float(z[:end].max())
         l = math.exp(float(lse[0]) - m)
         states.append(OnlineState(end, m, l, float(output[0, 0]) * l, float(output[0, 0])))
     return states
