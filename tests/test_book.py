@@ -670,6 +670,19 @@ def rendered(html) -> dict:
             browser.close()
 
 
+def findings(rendered, key: str) -> dict:
+    """The pages' reports of KEY that list something, by "page at width px"."""
+    return {f"{name} at {width} px": report[key]
+            for (name, width), (_, report) in rendered.items() if report[key]}
+
+
+def print_counts(rendered, key: str, what: str) -> None:
+    """How many items KEY lists over all pages, at each width (shown with -rP)."""
+    for width in (DESKTOP, PHONE):
+        count = sum(len(report[key]) for (_, w), (_, report) in rendered.items() if w == width)
+        print(f"At {width} px, {count} {what}")
+
+
 def describe(items: list[dict], column: int | None = None) -> str:
     """One line per element: kind, its content's width in its box's (or the column's), where, what."""
     lines = []
@@ -800,8 +813,7 @@ def test_a_file_name_is_not_alt_text():
 def test_no_page_has_a_script_error_in_the_console(rendered):
     """Every script parses and runs without an uncaught error or a console.error (a doubled
     inline `const` declaration from sphinx-thebe was one on every page), at both widths."""
-    errors = {f"{name} at {width} px": report["scriptErrors"]
-              for (name, width), (_, report) in rendered.items() if report["scriptErrors"]}
+    errors = findings(rendered, "scriptErrors")
     assert not errors, "script errors:\n" + "\n".join(f"  {page}: {e}" for page, e in errors.items())
 
 
@@ -1038,8 +1050,7 @@ def test_every_figures_text_is_legible_at_both_widths_and_a_phone_says_a_tap_enl
 def test_no_inline_formula_is_cut_off_at_either_width(rendered):
     """An inline formula wider than its line scrolls; none is clipped by a box that hides its
     overflow (Solution 1.1's "= (0.616, 0.616)" was, on a phone)."""
-    clipped = {f"{name} at {width} px": report["clippedMath"]
-               for (name, width), (_, report) in rendered.items() if report["clippedMath"]}
+    clipped = findings(rendered, "clippedMath")
     assert not clipped, "inline formulas cut off:\n" + "\n".join(
         f"  {page}:\n{describe(items)}" for page, items in clipped.items())
 
@@ -1087,8 +1098,7 @@ def test_display_math_is_as_large_as_inline_math_and_numbers_sit_by_their_equati
 def test_formulas_are_not_tab_stops_and_keep_their_menu(rendered):
     """A keyboard reader tabs through links and toggles, not through every formula (2,095 were
     Tab stops); MathJax's menu is still there, on each formula's context menu."""
-    stops = {f"{name} at {width} px": report["mathTabStops"]
-             for (name, width), (_, report) in rendered.items() if report["mathTabStops"]}
+    stops = findings(rendered, "mathTabStops")
     assert not stops, f"formulas in the Tab order: {stops}"
     with_math = [name for (name, width), (_, report) in rendered.items() if report["inlineMathSizes"]]
     assert with_math and all(rendered[(name, DESKTOP)][1]["mathMenu"] for name in with_math), "MathJax's menu is off"
@@ -1179,15 +1189,11 @@ def test_what_scrolls_sideways_shows_it_and_long_code_keeps_its_scrollbar_in_rea
     listing or a code cell with lines wider than its box is no taller than the window, so that its
     scrollbar is on the screen where its first long line is (at 390 px 12 code cells of chapters 3,
     5, 6, 7 and 9.2 were both wider and taller than an 844-px window)."""
-    unmarked = {f"{name} at {width} px": report["unmarkedScrolls"]
-                for (name, width), (_, report) in rendered.items() if report["unmarkedScrolls"]}
+    unmarked = findings(rendered, "unmarkedScrolls")
     assert not unmarked, "boxes that scroll sideways with nothing to show it:\n" + "\n".join(
         f"  {page}:\n{describe(items)}" for page, items in unmarked.items())
-    tall = {f"{name} at {width} px": report["tallListings"]
-            for (name, width), (_, report) in rendered.items() if report["tallListings"]}
-    for width in (DESKTOP, PHONE):
-        count = sum(len(report["tallListings"]) for (_, w), (_, report) in rendered.items() if w == width)
-        print(f"At {width} px, {count} listings and code cells are wider and taller than the window")
+    tall = findings(rendered, "tallListings")
+    print_counts(rendered, "tallListings", "listings and code cells are wider and taller than the window")
     assert not tall, "listings and code cells wider and taller than the window:\n" + "\n".join(
         f"  {page}: " + "; ".join(f"{item['kind']} {item['height']} px high [{item['where']}]: {item['snippet']}"
                                 for item in items) for page, items in tall.items())
@@ -1200,11 +1206,8 @@ def test_a_scroll_boxs_edge_shadow_shows_over_what_it_holds(rendered):
     nothing inside it (a table's rows, its heading, inline code) paints an opaque background over
     it. The theme's white and grey rows did, and a phone showed the shadow only as a sliver above
     the header row (of 34 boxes at 390 px, every table and stored result)."""
-    covered = {f"{name} at {width} px": report["coveredShadows"]
-               for (name, width), (_, report) in rendered.items() if report["coveredShadows"]}
-    for width in (DESKTOP, PHONE):
-        count = sum(len(report["coveredShadows"]) for (_, w), (_, report) in rendered.items() if w == width)
-        print(f"At {width} px, {count} scroll boxes hold something that paints over their edge shadow")
+    covered = findings(rendered, "coveredShadows")
+    print_counts(rendered, "coveredShadows", "scroll boxes hold something that paints over their edge shadow")
     assert not covered, "scroll boxes whose edge shadow is painted over by what they hold:\n" + "\n".join(
         f"  {page}:\n" + "\n".join(f"    {item['kind']} {item['content']} px in {item['box']} px [{item['where']}]: "
                                     f"covered by {item['covers']}" for item in items)
