@@ -51,6 +51,13 @@ def has_code_to_run(notebook: pathlib.Path) -> bool:
                for cell in cells)
 
 
+def buttons_of(groups: list[dict], label: str):
+    """The buttons of the theme's header groups labelled LABEL ("download-buttons", "launch-buttons")."""
+    for group in groups:
+        if group.get("label") == label:
+            yield from group["buttons"]
+
+
 def point_launch_buttons_at_the_edition(app: Sphinx, pagename, templatename, context, doctree) -> None:
     source = context.get("theme_repository_branch") or app.config.html_theme_options.get("repository_branch") or "main"
     edition = app.config.jupyter_edition_branch
@@ -58,24 +65,18 @@ def point_launch_buttons_at_the_edition(app: Sphinx, pagename, templatename, con
     notebook = pathlib.Path(app.srcdir, f"{pagename}.ipynb")
     if not notebook.is_file():
         return
-    for group in buttons:
-        if group.get("label") != "download-buttons":
-            continue
-        for button in group["buttons"]:
-            if button.get("text") == ".ipynb":
-                button["url"] = context["pathto"](f"{EDITION_FOLDER}/{pagename}.ipynb", 1)
-                button["tooltip"] = "Download this page as a notebook for Jupyter or Colab"
+    for button in buttons_of(buttons, "download-buttons"):
+        if button.get("text") == ".ipynb":
+            button["url"] = context["pathto"](f"{EDITION_FOLDER}/{pagename}.ipynb", 1)
+            button["tooltip"] = "Download this page as a notebook for Jupyter or Colab"
     if not has_code_to_run(notebook):
         buttons[:] = [group for group in buttons if group.get("label") != "launch-buttons"]
         return
-    for group in buttons:
-        if group.get("label") != "launch-buttons":
-            continue
-        for button in group["buttons"]:
-            if button.get("text") == "Colab":
-                button["url"] = colab_url(button["url"], source, edition)
-            elif button.get("text") == "Binder":
-                button["url"] = binder_url(button["url"], source, edition)
+    for button in buttons_of(buttons, "launch-buttons"):
+        if button.get("text") == "Colab":
+            button["url"] = colab_url(button["url"], source, edition)
+        elif button.get("text") == "Binder":
+            button["url"] = binder_url(button["url"], source, edition)
 
 
 def write_the_edition_into_the_book(app: Sphinx, exception: Exception | None) -> None:
